@@ -44,6 +44,8 @@ CASES = [
     ("models.tiny.build.sft_from", ["arith/dev"], "names split 'dev', which dataset 'arith' does not define"),
     ("tasks.swaps.benchmarks", ["aime/test"], "names dataset 'aime', which is not in datasets"),
     ("evaluation.overrides", {"swaps/test": {"n_samples": 2, "pass_k": [4]}}, "needs n_samples >= 4"),
+    ("grpo.gradient_accumulation_steps", 3, "grpo.gradient_accumulation_steps: 3 does not divide the 8 completions"),
+    ("grpo.gradient_accumulation_steps", 0, "grpo.gradient_accumulation_steps: 0 is out of range; must be >= 1"),
 ]
 
 
@@ -89,11 +91,14 @@ def test_a_name_defined_twice_is_refused(tmp_path, smoke_config):
 
 
 def test_grpo_batch_is_divisible_by_the_group_size_by_construction(smoke_config):
-    """The config states prompts per step and generations per prompt; the batch is their product."""
+    """The config states prompts per step and generations per prompt; one update sees their product,
+    generated as one batch, whatever the micro-batching."""
     from hardex.training import grpo_args
 
     g = check_config(copy.deepcopy(smoke_config))["grpo"]
-    for gens, prompts in [(2, 1), (8, 1), (8, 32), (5, 3)]:
-        args = grpo_args({**g, "num_generations": gens, "prompts_per_step": prompts}, 0, "/tmp/x", use_cpu=True)
-        assert args.per_device_train_batch_size == gens * prompts
-        assert args.per_device_train_batch_size % args.num_generations == 0
+    for gens, prompts, accum in [(2, 1, 1), (8, 1, 1), (8, 32, 1), (5, 3, 1), (8, 32, 8), (8, 1, 2), (5, 3, 5)]:
+        s = {**g, "num_generations": gens, "prompts_per_step": prompts, "gradient_accumulation_steps": accum}
+        args = grpo_args(s, 0, "/tmp/x", use_cpu=True)
+        assert args.per_device_train_batch_size * args.gradient_accumulation_steps == gens * prompts
+        assert args.generation_batch_size == gens * prompts and args.steps_per_generation == accum
+        assert args.generation_batch_size % args.num_generations == 0

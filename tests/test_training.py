@@ -51,6 +51,27 @@ def test_mixed_rewards_are_learnable(tmp_path, tiny_model, grpo):
     assert summary["learnable_pct"] == pytest.approx(100 * (1 - steps["frac_zero_std"]).mean())
 
 
+
+def test_gradient_accumulation_makes_the_same_updates_in_smaller_batches(tmp_path, tiny_model, grpo):
+    """Micro-batching is a memory setting, not a different experiment: with the same seed, two
+    micro-batches per step draw the same completions and end at the same weights as one batch."""
+    import torch
+    from safetensors.torch import load_file
+
+    reward = lambda c, a, p: float(len(c) % 2 == 0)  # noqa: E731 - varies within groups: real gradients
+    g = {**grpo, "max_steps": 2, "save_steps": 2, "beta": 0.0}
+    _, one_batch, d1 = run(tmp_path, tiny_model, g, reward, name="accum1")
+    _, two_batches, d2 = run(tmp_path, tiny_model, {**g, "gradient_accumulation_steps": 2}, reward, name="accum2")
+    assert two_batches["step"].to_list() == [1, 2]  # optimizer steps, not micro-batches
+    for col in ["reward_mean", "reward_std", "frac_zero_std", "completion_length"]:
+        assert two_batches[col].to_list() == pytest.approx(one_batch[col].to_list()), col
+    w1, w2 = load_file(d1 / "final" / "model.safetensors"), load_file(d2 / "final" / "model.safetensors")
+    base = load_file(tiny_model / "model.safetensors")
+    moved = [k for k in w1 if not torch.equal(w1[k], base[k])]
+    assert moved, "the runs did not train"
+    for k in w1:
+        torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-6)
+
 def test_learnable_pct_arithmetic():
     steps = pl.DataFrame({"frac_zero_std": [1.0, 0.0, 0.5, 0.25]})
     assert learnable_pct(steps) == pytest.approx(100 * (0 + 1 + 0.5 + 0.75) / 4)

@@ -120,9 +120,13 @@ def _cross_checks(cfg: dict) -> None:
             for i, ref in enumerate(m["build"]["sft_from"]):
                 split_exists(ref, f"models.{name}.build.sft_from[{i}]")
         g = grpo_settings(cfg, name)
-        batch = g["num_generations"] * g["prompts_per_step"]
-        if batch % g["num_generations"]:
-            raise ConfigError(f"models.{name}.grpo: batch {batch} is not divisible by num_generations")
+        completions = g["num_generations"] * g["prompts_per_step"]
+        if completions % g["gradient_accumulation_steps"]:
+            where = f"models.{name}.grpo" if m.get("grpo") else "grpo"
+            raise ConfigError(
+                f"{where}.gradient_accumulation_steps: {g['gradient_accumulation_steps']} does not divide "
+                f"the {completions} completions of a step (prompts_per_step x num_generations)"
+            )
     from hardex.selection import SelectionError, tier_values
 
     for strategy in cfg["selection"]["strategies"]:

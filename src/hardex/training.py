@@ -108,8 +108,10 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool):
     return GRPOConfig(
         output_dir=str(out),
         max_steps=g["max_steps"],
-        per_device_train_batch_size=g["prompts_per_step"] * g["num_generations"],
-        gradient_accumulation_steps=1,
+        # one optimizer step = prompts_per_step x num_generations completions, generated together
+        # (TRL's steps_per_generation defaults to the accumulation) and back-propagated in micro-batches
+        per_device_train_batch_size=g["prompts_per_step"] * g["num_generations"] // g["gradient_accumulation_steps"],
+        gradient_accumulation_steps=g["gradient_accumulation_steps"],
         num_generations=g["num_generations"],
         learning_rate=g["learning_rate"],
         lr_scheduler_type=g["lr_scheduler"],
