@@ -144,7 +144,11 @@ except hxa.AnalysisError as e:
     sys.exit(f"hardex: config error: {e}")
 
 REPORT_TARGETS = (
-    expand("results/tables/{name}.{ext}", name=list(hxa.TABLES), ext=hxa.TABLE_FORMATS)
+    expand(
+        "results/tables/{name}.{ext}",
+        name=[*hxa.TABLES, "compute"],
+        ext=hxa.TABLE_FORMATS,
+    )
     + ["results/regression.json"]
     + expand("results/figures/{fig}.{ext}", fig=FIGURES, ext=["png", *FIGURE_FORMATS])
 )
@@ -167,6 +171,20 @@ STEPS_FILES = expand(
 PROBE_FILES = expand("results/probe/{m}/{t}.parquet", m=MODELS, t=TASKS)
 SUBSET_FILES = expand(
     "results/subsets/{m}/{t}/{s}.parquet", m=MODELS, t=TASKS, s=STRATEGIES
+)
+# Snakemake's benchmark file of every model job (wall time, memory), read by the compute table
+TIMING_FILES = (
+    expand("results/benchmarks/build_model/{m}.tsv", m=BUILT_MODELS)
+    + expand("results/benchmarks/probe/{m}/{t}.tsv", m=MODELS, t=TASKS)
+    + expand("results/benchmarks/evaluate_base/{m}/{t}.tsv", m=MODELS, t=TASKS)
+    + expand(
+        "results/benchmarks/{stage}/{m}/{t}/{s}/seed{seed}.tsv",
+        stage=["train", "evaluate_run"],
+        m=MODELS,
+        t=TASKS,
+        s=STRATEGIES,
+        seed=SEEDS,
+    )
 )
 
 

@@ -7,6 +7,8 @@ rule evaluate_base:
         "results/eval/{model}/base/{task}.parquet",
     log:
         "logs/eval/{model}/base/{task}.log",
+    benchmark:
+        "results/benchmarks/evaluate_base/{model}/{task}.tsv"
     conda:
         "../envs/generation.yaml"
     threads: RUN_JOB_THREADS
@@ -34,6 +36,8 @@ rule evaluate_run:
         "results/eval/{model}/{task}/{strategy}/seed{seed}.parquet",
     log:
         "logs/eval/{model}/{task}/{strategy}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/evaluate_run/{model}/{task}/{strategy}/seed{seed}.tsv"
     conda:
         "../envs/generation.yaml"
     threads: RUN_JOB_THREADS

@@ -7,6 +7,8 @@ rule build_model:
         directory("results/models/{model}"),
     log:
         "logs/models/{model}.log",
+    benchmark:
+        "results/benchmarks/build_model/{model}.tsv"
     conda:
         "../envs/generation.yaml"
     threads: MODEL_JOB_THREADS

@@ -8,6 +8,8 @@ rule probe:
         samples="results/probe/{model}/{task}.samples.parquet",
     log:
         "logs/probe/{model}/{task}.log",
+    benchmark:
+        "results/benchmarks/probe/{model}/{task}.tsv"
     conda:
         "../envs/generation.yaml"
     threads: MODEL_JOB_THREADS

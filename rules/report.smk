@@ -4,6 +4,7 @@
 # the tables, the regression and the figure drawn from it. All of them are cheap: run locally.
 localrules:
     report_tables,
+    report_compute,
     report_regression,
     report_figure_curves,
     report_figure_learnable,
@@ -49,6 +50,37 @@ rule report_tables:
         provenance=PROVENANCE,
     script:
         "../scripts/report_tables.py"
+
+
+rule report_compute:
+    """Wall time and peak memory per stage, from every model job's benchmark file.
+
+    The inputs are the jobs' outputs, not their benchmark files: a benchmark file missing (results
+    made before benchmarks were recorded) must not rerun a training job; the table says which are.
+    """
+    input:
+        models=expand("results/models/{m}", m=BUILT_MODELS),
+        probes=PROBE_FILES,
+        bases=BASE_FILES,
+        steps=STEPS_FILES,
+        evals=EVAL_FILES,
+    output:
+        report(
+            "results/tables/compute.html",
+            caption="../report/tables/compute.rst",
+            category="Tables",
+            labels={"table": "compute per stage"},
+        ),
+        expand("results/tables/compute.{ext}", ext=["md", "csv", "tex"]),
+    log:
+        "logs/report/compute.log",
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        timings=TIMING_FILES,
+        provenance=PROVENANCE,
+    script:
+        "../scripts/report_compute.py"
 
 
 rule report_regression:

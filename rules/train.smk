@@ -13,6 +13,8 @@ rule train:
         final=directory("results/train/{model}/{task}/{strategy}/seed{seed}/final"),
     log:
         "logs/train/{model}/{task}/{strategy}/seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{model}/{task}/{strategy}/seed{seed}.tsv"
     conda:
         "../envs/training.yaml"
     threads: RUN_JOB_THREADS

@@ -25,7 +25,7 @@ def _planned_rules(output: str) -> set[str]:
 
 
 def test_report_outputs_exist(smoke_run):
-    for name in analysis.TABLES:
+    for name in [*analysis.TABLES, "compute"]:
         for ext in analysis.TABLE_FORMATS:
             path = smoke_run / f"results/tables/{name}.{ext}"
             assert path.exists() and path.stat().st_size > 0, path
@@ -42,6 +42,20 @@ def test_report_outputs_exist(smoke_run):
         assert f"| {strategy} |" in gain
 
 
+def test_compute_table_counts_every_model_job(smoke_run):
+    """Snakemake's benchmark file of every model job, summed per stage in results/tables/compute.*."""
+    import polars as pl
+
+    cfg = yaml.safe_load((smoke_run / "config.yaml").read_text())
+    runs = len(cfg["tasks"]) * len(cfg["selection"]["strategies"]) * len(cfg["seeds"])
+    table = pl.read_csv(smoke_run / "results/tables/compute.csv")
+    jobs = dict(zip(table["stage"], table["jobs"]))
+    assert jobs == {"build_model": 1, "probe": len(cfg["tasks"]), "train": runs,
+                    "evaluate_base": len(cfg["tasks"]), "evaluate_run": runs, "all": 1 + 2 * len(cfg["tasks"]) + 2 * runs}
+    assert (table["wall_min"] > 0).all() and (table["peak_rss_gib"] > 0.1).all()  # a torch job holds > 100 MiB
+    assert "Compute per stage" in (smoke_run / "results/tables/compute.md").read_text()
+
+
 def test_html_report(smoke_run, tmp_path):
     out = tmp_path / "report.html"
     res = snakemake(smoke_run, "--report", str(out))
@@ -51,7 +65,7 @@ def test_html_report(smoke_run, tmp_path):
     assert out.stat().st_size > 100_000
     for name in FIGURES:
         assert f"{name}.png" in html
-    for name in analysis.TABLES:
+    for name in [*analysis.TABLES, "compute"]:
         assert f"{name}.html" in html
 
 

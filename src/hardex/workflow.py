@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -31,7 +32,15 @@ def job_log(snakemake):
             traceback.print_exc(file=fh)
             raise
         finally:
-            print(f"[hardex] {time.time() - t0:.1f}s", flush=True)
+            print(f"[hardex] {time.time() - t0:.1f}s{_gpu_peak()}", flush=True)
+
+
+def _gpu_peak() -> str:
+    """Peak CUDA memory of the job, for the log line (Snakemake's benchmark measures host memory only)."""
+    torch = sys.modules.get("torch")  # never import torch just to ask
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return ""
+    return f", peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
 
 
 def set_threads(n: int) -> None:
