@@ -83,3 +83,48 @@ def test_killed_probing_resumes_without_redoing_finished_chunks(tmp_path, smoke_
     assert log.count(": probed ") == 6 - done
     probe = pl.read_parquet(tmp_path / "results/probe/tiny/swaps.parquet")
     assert probe.height == 48 and probe["id"].n_unique() == 48 and (probe["k"] == 16).all()
+
+
+def test_device_run_stopped_at_its_limit_packs_what_exists_and_resumes(tmp_path, smoke_config):
+    """tools/device-run.sh (GPU hosts with a time limit per command): when its `timeout` fires, the
+    jobs stop, what exists is packed, and the next call resumes training from the checkpoints."""
+    import tarfile
+
+    cfg = smoke_config
+    cfg["selection"]["strategies"] = ["hard"]
+    cfg["tasks"] = {"swaps": {"pool": "swaps/pool", "benchmarks": ["swaps/test"]}}
+    cfg["grpo"].update(max_steps=12, save_steps=2)
+    write_config(tmp_path, cfg)
+    run_dir = tmp_path / "results/train/tiny/swaps/hard/seed0"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHON": sys.executable, "WHEELS": str(tmp_path / "none")}
+
+    def call(limit, out):
+        return [str(ROOT / "tools/device-run.sh"), str(limit), str(tmp_path / out), "-s", str(ROOT / "Snakefile"),
+                "--configfile", "config.yaml", "--cores", "1", str(run_dir.relative_to(tmp_path) / "steps.parquet")]
+
+    proc = subprocess.Popen(call(3600, "out1"), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt4 = run_dir / "checkpoints/checkpoint-4/trainer_state.json"
+    deadline = time.time() + 600
+    while not ckpt4.exists():
+        assert proc.poll() is None and time.time() < deadline, "no checkpoint-4"
+        time.sleep(0.1)
+    timer = subprocess.run(["pgrep", "-P", str(proc.pid), "-x", "timeout"], capture_output=True, text=True)
+    os.kill(int(timer.stdout.split()[0]), signal.SIGINT)  # what the limit does, a little early
+    assert proc.wait(timeout=120) != 0
+    device = (tmp_path / "out1/device.txt").read_text()
+    assert "no NVIDIA GPU" in device and "trl" in device and "snakemake exit status" in device
+    with tarfile.open(tmp_path / "out1/report.tgz") as tar:
+        assert "logs/train/tiny/swaps/hard/seed0.log" in tar.getnames()
+    assert not (run_dir / "steps.parquet").exists() and ckpt4.exists()
+
+    res = subprocess.run(call(600, "out2"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "snakemake exit status 0" in (tmp_path / "out2/device.txt").read_text()
+    assert "resuming from" in (tmp_path / "logs/train/tiny/swaps/hard/seed0.log").read_text()
+    assert pl.read_parquet(run_dir / "steps.parquet")["step"].to_list() == list(range(1, 13))
+    with tarfile.open(tmp_path / "out2/results.tgz") as tar:
+        names = tar.getnames()
+    assert "results/train/tiny/swaps/hard/seed0/steps.parquet" in names
+    assert "results/probe/tiny/swaps.parquet" in names and "results/probe/tiny/swaps.samples.parquet" not in names
+    assert not (tmp_path / "out2/eval.tgz").exists()  # nothing evaluated yet: nothing packed, no error
