@@ -153,5 +153,9 @@ def test_hub_fixture_splits_materialize(tmp_path):
     assert set(math_pool["tier"]) == {1, 2, 3} and math_test.height == 15
     assert numeric.height == 10 and numeric["numeric"].all()
     assert set(numeric["id"]) <= set(math_test["id"])  # same ids as the full test split
-    for ref in ("gsm8k/train", "bbh/pool", "aime/test", "math/test"):
+    own_pool, own_test = read("own/pool"), read("own/test")  # family qa: the user's own column names
+    assert own_pool["id"].to_list() == [f"q-00{i}" for i in range(1, 7)] and own_test["id"][0] == "q-007"
+    assert own_pool["answer"].to_list() == ["42", "Paris", "(B)", "\\frac{1}{2}", "12", "3,600"]
+    assert set(own_pool["tier"]) == {"easy", "medium"} and own_pool["question"][1] == "Capital of France?"
+    for ref in ("gsm8k/train", "bbh/pool", "aime/test", "math/test", "own/pool"):
         assert {"id", "question", "answer"} <= set(read(ref).columns)

@@ -14,6 +14,7 @@ from hardex.tasks.aime import AIMETask
 from hardex.tasks.bbh import ShuffledObjectsTask
 from hardex.tasks.gsm8k import GSM8KTask
 from hardex.tasks.math import MATHTask
+from hardex.tasks.qa import QATask
 
 HUB = Path(__file__).parent / "fixtures" / "hub"
 BBH = "bbh/{config}.json"
@@ -37,6 +38,7 @@ def _check_columns(df: pl.DataFrame, *extra: str) -> None:
         ("shuffled_objects", ShuffledObjectsTask, "choice"),
         ("aime2025", AIMETask, "number"),
         ("math", MATHTask, "math"),
+        ("qa", QATask, "text"),
     ],
 )
 def test_registry_resolves_the_real_tasks(family, cls, kind):
@@ -305,6 +307,7 @@ _FAMILIES = {
     ),
     "aime2025": ({}, {"question": "q", "answer": "7"}, "question"),
     "math": ({}, {"problem": "p", "level": "Level 2", "type": "Algebra", "solution": "$\\boxed{3}$"}, "problem"),
+    "qa": ({"fields": {"question": "q"}}, {"q": "What is 2 + 2?", "answer": "4"}, "q"),
 }
 
 
@@ -345,6 +348,57 @@ def test_rows_that_are_not_objects(tmp_path, family):
 def test_spec_without_file_or_hub():
     with pytest.raises(DataError, match="names neither a file nor a hub"):
         get_task("gsm8k").load_split({"split": "train"})
+
+
+# --- your own data (family qa) ------------------------------------------------------------------
+
+
+def test_qa_reads_any_column_names_and_slices(tmp_path):
+    rows = [{"uid": f"u{i}", "text": f"question {i}?", "gold": str(i), "band": i % 2} for i in range(6)]
+    path = _write_jsonl(tmp_path / "mine.jsonl", rows)
+    spec = {"file": str(path), "fields": {"question": "text", "answer": "gold", "id": "uid", "tier": "band"}}
+    df = get_task("qa").load_split({**spec, "start": 1, "stop": 4})
+    _check_columns(df, "tier")
+    assert df["id"].to_list() == ["u1", "u2", "u3"] and df["tier"].to_list() == ["1", "0", "1"]
+    plain = get_task("qa").load_split({"file": str(path), "fields": {"question": "text", "answer": "gold"}})
+    assert plain["id"].to_list() == [f"qa-mine-{i}" for i in range(6)] and "tier" not in plain.columns
+
+
+@pytest.mark.parametrize(
+    "value, reference",
+    [("42", "42"), ("Step 1 ... \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"), ("3 x 4 = 12\n#### 12", "12"), ("  Paris ", "Paris")],
+)
+def test_qa_reference_from_a_short_answer_a_boxed_solution_or_hashes(tmp_path, value, reference):
+    path = _write_jsonl(tmp_path / "one.jsonl", [{"question": "q", "answer": value}])
+    assert get_task("qa").load_split({"file": str(path)})["answer"].to_list() == [reference]
+
+
+def test_qa_names_the_columns_it_lacks_and_refuses_unknown_roles(tmp_path):
+    path = _write_jsonl(tmp_path / "mine.jsonl", [{"problem": "p", "final": "1"}])
+    with pytest.raises(DataError, match=r"mine\.jsonl: no column 'question' or 'answer' \(columns: final, problem\)"):
+        get_task("qa").load_split({"file": str(path)})
+    with pytest.raises(DataError, match=r"unknown role\(s\) \['solution'\]"):
+        get_task("qa").load_split({"file": str(path), "fields": {"solution": "final"}})
+
+
+@pytest.mark.parametrize(
+    "completion, reference, correct",
+    [
+        ("so \\boxed{1,000}", "1000", True),  # numbers as numbers
+        ("\\boxed{999}", "1000", False),
+        ("\\boxed{0.5}", "\\frac{1}{2}", True),  # mathematical equivalence
+        ("\\boxed{\\frac{2}{4}}", "\\frac{1}{2}", True),
+        ("\\boxed{\\frac{1}{3}}", "\\frac{1}{2}", False),
+        ("\\boxed{paris.}", "Paris", True),  # text: case, spacing, period
+        ("\\boxed{\\text{New York}}", "new york", True),
+        ("\\boxed{B}", "(B)", True),  # one letter in parentheses is the letter
+        ("\\boxed{(C)}", "(B)", False),
+        ("\\boxed{ba}", "ab", False),  # text is never read as a product of symbols
+        ("Paris", "Paris", False),  # no box, no answer
+    ],
+)
+def test_qa_judges_by_the_kind_of_reference(completion, reference, correct):
+    assert get_task("qa").is_correct(completion, reference) is correct
 
 
 # --- hub access (datasets.load_dataset replaced: nothing downloads) ---------------------------

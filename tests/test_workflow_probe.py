@@ -44,3 +44,26 @@ def test_finished_run_has_nothing_to_do(smoke_run):
     res = snakemake(smoke_run, "-n", "--cores", "1")
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Nothing to be done" in res.stdout + res.stderr
+
+
+def test_own_data_is_probed_and_selected_like_any_family(tmp_path, smoke_config):
+    """Family qa: a user's file with its own column names goes through data -> probe -> select."""
+    from tests.conftest import ROOT, write_config
+
+    own = str(ROOT / "tests/fixtures/hub/own_qa.jsonl")
+    fields = {"question": "prompt_text", "answer": "gold", "id": "uid", "tier": "difficulty"}
+    cfg = smoke_config
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": own, "fields": fields, "stop": 6},
+                                                         "test": {"file": own, "fields": fields, "start": 6}}}
+    cfg["tasks"] = {"own": {"pool": "own/pool", "benchmarks": ["own/test"]}}
+    cfg["selection"].update(budget=0.5, strategies=["hard", "easy"])
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "--cores", "2", "results/subsets/tiny/own/hard.parquet",
+                    "results/subsets/tiny/own/easy.parquet")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    probe = pl.read_parquet(tmp_path / "results/probe/tiny/own.parquet")
+    assert sorted(probe["id"]) == [f"q-00{i}" for i in range(1, 7)]
+    assert set(probe["tier"]) == {"easy", "medium"} and (probe["k"] == cfg["probe"]["k"]).all()
+    hard = pl.read_parquet(tmp_path / "results/subsets/tiny/own/hard.parquet")
+    easy = pl.read_parquet(tmp_path / "results/subsets/tiny/own/easy.parquet")
+    assert hard.height == easy.height == 3 and hard["pass_rate"].max() <= easy["pass_rate"].min()

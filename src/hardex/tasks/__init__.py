@@ -14,6 +14,7 @@ REGISTRY: dict[str, str] = {
     "shuffled_objects": "hardex.tasks.bbh:ShuffledObjectsTask",
     "aime2025": "hardex.tasks.aime:AIMETask",
     "math": "hardex.tasks.math:MATHTask",
+    "qa": "hardex.tasks.qa:QATask",
 }
 
 _cache: dict[str, Task] = {}
