@@ -32,13 +32,17 @@ def start_then_kill_job(cmd, workdir, script, ready, what):
     return env
 
 
-def test_killed_training_resumes_from_last_checkpoint(tmp_path, smoke_config):
-    cfg = smoke_config
+def one_long_run(workdir, cfg):
+    """The smoke config cut to one GRPO run of 12 steps with a checkpoint every 2; its run folder."""
     cfg["selection"]["strategies"] = ["hard"]
     cfg["tasks"] = {"swaps": {"pool": "swaps/pool", "benchmarks": ["swaps/test"]}}
     cfg["grpo"].update(max_steps=12, save_steps=2)
-    write_config(tmp_path, cfg)
-    run_dir = tmp_path / "results/train/tiny/swaps/hard/seed0"
+    write_config(workdir, cfg)
+    return workdir / "results/train/tiny/swaps/hard/seed0"
+
+
+def test_killed_training_resumes_from_last_checkpoint(tmp_path, smoke_config):
+    run_dir = one_long_run(tmp_path, smoke_config)
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
            "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", "--rerun-incomplete",
            str(run_dir.relative_to(tmp_path) / "steps.parquet")]
@@ -90,12 +94,7 @@ def test_device_run_stopped_at_its_limit_packs_what_exists_and_resumes(tmp_path,
     jobs stop, what exists is packed, and the next call resumes training from the checkpoints."""
     import tarfile
 
-    cfg = smoke_config
-    cfg["selection"]["strategies"] = ["hard"]
-    cfg["tasks"] = {"swaps": {"pool": "swaps/pool", "benchmarks": ["swaps/test"]}}
-    cfg["grpo"].update(max_steps=12, save_steps=2)
-    write_config(tmp_path, cfg)
-    run_dir = tmp_path / "results/train/tiny/swaps/hard/seed0"
+    run_dir = one_long_run(tmp_path, smoke_config)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHON": sys.executable, "WHEELS": str(tmp_path / "none")}
 
     def call(limit, out):
