@@ -210,6 +210,8 @@ PROVENANCE = {
 BENCHMARKS = {t: config["tasks"][t]["benchmarks"] for t in TASKS}
 PASS_K = {b: d["pass_k"] for b, d in hx.decodings(config).items()}
 STATS = {"ci_level": REPORT["ci_level"], **REPORT["bootstrap"]}
+# group size G per model: the learnable % a subset should give is predicted from the probe with it
+GENERATIONS = {m: hx.grpo_settings(config, m)["num_generations"] for m in MODELS}
 STYLE = {k: v for k, v in REPORT["figures"].items() if k != "formats"}
 
 

@@ -45,6 +45,7 @@ rule report_tables:
         pass_k=PASS_K,
         stats=STATS,
         decimals=REPORT["tables"]["decimals"],
+        generations=GENERATIONS,
         reference=REPORT["reference"],
         names=REPORT["reference_names"],
         provenance=PROVENANCE,
@@ -154,7 +155,8 @@ rule report_figure_learnable:
 
 
 rule report_figure_pool:
-    """Histogram of the pool's pass rates with every selected subset marked."""
+    """Histogram of the pool's pass rates with every selected subset marked, and the learnable %
+    each subset should give (from the probe alone: needs no training)."""
     input:
         probes=PROBE_FILES,
         subsets=SUBSET_FILES,
@@ -166,6 +168,7 @@ rule report_figure_pool:
         "../envs/analysis.yaml"
     params:
         style=STYLE,
+        generations=GENERATIONS,
         provenance=PROVENANCE,
     script:
         "../scripts/report_figures.py"

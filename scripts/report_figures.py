@@ -20,7 +20,7 @@ with job_log(snakemake) as log:
         with open(i.regression) as fh:
             plots.plot_learnable_vs_gain(json.load(fh), paths, p.style)
     elif rule == "report_figure_pool":
-        probes, subsets = analysis.load_pool(i.probes, i.subsets)
+        probes, subsets = analysis.with_expected_mixed(*analysis.load_pool(i.probes, i.subsets), p.generations)
         plots.plot_pool_pass_rates(probes, subsets, paths, p.style)
     elif rule == "report_figure_zero_std":
         res_steps = analysis.load_steps(i.steps)

@@ -287,6 +287,29 @@ def test_pool_tables(one_seed):
     assert _row(s, model="m1", task="t1", strategy="easy")["mean_pass_rate"] == pytest.approx(1.0)
 
 
+
+def test_expected_mixed_is_the_chance_of_a_group_with_a_gradient():
+    assert [A.expected_mixed(c, 8, 8) for c in (0, 1, 4, 7, 8)] == [0.0, 1.0, 1.0, 1.0, 0.0]  # K = G: mixed probe
+    assert A.expected_mixed(2, 4, 8) == pytest.approx(1 - 2 * 0.5**8)  # K < G: plug-in p = c / K
+    # K >= G: unbiased. Averaged over the binomial outcomes of a K-sample probe it is exactly 1 - p^G - (1-p)^G
+    for p, k, g in [(0.3, 10, 8), (0.05, 16, 8), (0.9, 12, 4)]:
+        mean = sum(math.comb(k, c) * p**c * (1 - p) ** (k - c) * A.expected_mixed(c, k, g) for c in range(k + 1))
+        assert mean == pytest.approx(1 - p**g - (1 - p) ** g, abs=1e-12)
+
+
+def test_subsets_carry_the_learnable_pct_expected_before_training(one_seed, results):
+    probes, subsets = A.load_pool(one_seed["probes"], one_seed["subsets"])  # K = 4, pass rates 0 ... 1
+    s = A.subset_pass_rates(probes, subsets, {"m1": 4, "m2": 8})
+    assert _row(s, model="m1", task="t1", strategy="pool")["expected_learnable_pct"] == pytest.approx(60.0)
+    assert _row(s, model="m1", task="t1", strategy="hard")["expected_learnable_pct"] == 0.0  # all wrong: no signal
+    assert _row(s, model="m1", task="t1", strategy="easy")["expected_learnable_pct"] == 0.0  # all right: none
+    mixed = [1 - r**8 - (1 - r) ** 8 for r in (0.0, 0.25, 0.5, 0.75, 1.0)]
+    assert _row(s, model="m2", task="t1", strategy="pool")["expected_learnable_pct"] == pytest.approx(20 * sum(mixed))
+    learn = A.build_tables(results, probes, subsets, n_boot=50, generations={"m1": 4, "m2": 8})["learnable"][0]
+    assert {"learnable_pct", "expected_learnable_pct"} <= set(learn.columns)
+    assert _row(learn, model="m1", task="t1", strategy="hard")["expected_learnable_pct"] == 0.0
+    assert "expected_learnable_pct" not in A.build_tables(results, probes, subsets, n_boot=50)["learnable"][0].columns
+
 def test_build_and_write_tables_in_every_format(results, one_seed, tmp_path):
     probes, subsets = A.load_pool(one_seed["probes"], one_seed["subsets"])
     tables = A.build_tables(results, probes, subsets, n_boot=200)

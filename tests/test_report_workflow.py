@@ -56,6 +56,24 @@ def test_compute_table_counts_every_model_job(smoke_run):
     assert "Compute per stage" in (smoke_run / "results/tables/compute.md").read_text()
 
 
+
+def test_which_subset_learns_is_predicted_before_any_training(smoke_run, tmp_path):
+    """The expected learnable % needs only the probe: the pool figure asks for no GRPO job, and
+    after training Table 2 shows the prediction beside the measurement."""
+    import polars as pl
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "config.yaml").write_text((smoke_run / "config.yaml").read_text())
+    res = snakemake(fresh, "-n", "--cores", "1", "results/figures/pool_pass_rates.png")
+    assert res.returncode == 0, res.stderr[-3000:]
+    planned = _planned_rules(res.stdout + res.stderr)
+    assert {"probe", "select", "report_figure_pool"} <= planned and not planned & {"train", "evaluate_run"}
+    learn = pl.read_csv(smoke_run / "results/tables/learnable.csv")
+    assert learn["expected_learnable_pct"].is_between(0, 100).all()
+    subsets = pl.read_csv(smoke_run / "results/tables/subset_pass_rates.csv")
+    assert subsets.filter(pl.col("strategy") == "pool")["expected_learnable_pct"].is_not_null().all()
+
 def test_html_report(smoke_run, tmp_path):
     out = tmp_path / "report.html"
     res = snakemake(smoke_run, "--report", str(out))

@@ -544,16 +544,47 @@ def pool_distribution(probes: pl.DataFrame) -> pl.DataFrame:
             .sort(["model", "task", "pass_rate"]))
 
 
-def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
-    """Size and pass-rate summary of the pool ("pool" rows) and of each selected subset."""
+def expected_mixed(n_correct: int, k: int, g: int) -> float:
+    """Chance that a GRPO group of g samples of the probed model mixes right and wrong answers (so it
+    has a gradient), from a probe with n_correct of k right: 1 - p^g - (1 - p)^g, estimated without
+    bias from the k samples when k >= g (drawing g of them without replacement), else with p = c/k."""
+    if k >= g:
+        return 1.0 - (math.comb(n_correct, g) + math.comb(k - n_correct, g)) / math.comb(k, g)
+    p = n_correct / k
+    return 1.0 - p**g - (1.0 - p) ** g
+
+
+def with_expected_mixed(probes: pl.DataFrame, subsets: pl.DataFrame, generations: dict[str, int]
+                        ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Probe and subset rows with `expected_mixed` for each example, for the group size G of its
+    model's GRPO runs (`generations`: model -> G)."""
+    def add(df: pl.DataFrame) -> pl.DataFrame:
+        rows = zip(df["model"], df["pass_rate"], df["k"])
+        values = [expected_mixed(round(rate * k), k, generations[m]) for m, rate, k in rows]
+        return df.with_columns(pl.Series("expected_mixed", values, dtype=pl.Float64))
+
+    probes = add(probes)
+    subsets = subsets.join(probes.select("model", "task", "id", "k", "expected_mixed"),
+                           on=["model", "task", "id"], how="left")
+    return probes, subsets
+
+
+def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame,
+                      generations: dict[str, int] | None = None) -> pl.DataFrame:
+    """Size and pass-rate summary of the pool ("pool" rows) and of each selected subset; with
+    `generations`, also the learnable % expected before any training (mean of `expected_mixed`)."""
+    cols = ["model", "task", "strategy", "pass_rate"]
+    if generations is not None:
+        probes, subsets = with_expected_mixed(probes, subsets, generations)
+        cols.append("expected_mixed")
     pool = probes.with_columns(pl.lit("pool").alias("strategy"))
-    both = pl.concat([pool.select("model", "task", "strategy", "pass_rate"),
-                      subsets.select("model", "task", "strategy", "pass_rate")], how="vertical_relaxed")
-    out = both.group_by(CELL_KEYS).agg(
-        pl.len().cast(pl.Int64).alias("n_examples"), pl.col("pass_rate").mean().alias("mean_pass_rate"),
-        pl.col("pass_rate").median().alias("median_pass_rate"), pl.col("pass_rate").min().alias("min_pass_rate"),
-        pl.col("pass_rate").max().alias("max_pass_rate"))
-    return _order(out, CELL_KEYS)
+    both = pl.concat([pool.select(cols), subsets.select(cols)], how="vertical_relaxed")
+    aggs = [pl.len().cast(pl.Int64).alias("n_examples"), pl.col("pass_rate").mean().alias("mean_pass_rate"),
+            pl.col("pass_rate").median().alias("median_pass_rate"), pl.col("pass_rate").min().alias("min_pass_rate"),
+            pl.col("pass_rate").max().alias("max_pass_rate")]
+    if generations is not None:
+        aggs.append((100 * pl.col("expected_mixed").mean()).alias("expected_learnable_pct"))
+    return _order(both.group_by(CELL_KEYS).agg(aggs), CELL_KEYS)
 
 
 # ---- published reference ---------------------------------------------------------------------------
@@ -810,8 +841,10 @@ TABLES = {
 
 def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, level: float = 0.95,
                  n_boot: int = 2000, seed: int = 0, ref: pl.DataFrame | None = None,
-                 names: dict | None = None) -> dict[str, tuple[pl.DataFrame, str]]:
-    """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given."""
+                 names: dict | None = None, generations: dict[str, int] | None = None
+                 ) -> dict[str, tuple[pl.DataFrame, str]]:
+    """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
+    the learnable % expected from the probe beside the measured one when `generations` (model -> G) is."""
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
     gains = gain_table(res, level, n_boot, seed, summary)
@@ -820,7 +853,14 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     split = base_split_table(gains, subsets)
     tiers = tier_table(res)
     pool = pool_distribution(probes)
-    subs = subset_pass_rates(probes, subsets)
+    subs = subset_pass_rates(probes, subsets, generations)
+    expected_note = ""
+    if generations is not None:
+        learn = learn.join(subs.select(*CELL_KEYS, "expected_learnable_pct"), on=CELL_KEYS, how="left")
+        expected_note = (" expected_learnable_pct: predicted before training from the probe, the mean chance "
+                         "that a group of G samples of the base model mixes right and wrong answers; the "
+                         "subsets were chosen on those same samples, so it reads low for the hardest and high "
+                         "for the easiest, and training moves the policy away from the base model.")
     gains_out = with_reference(gains, ref, {"base_accuracy": "published_base_accuracy",
                                             "final_accuracy": "published_final_accuracy",
                                             "gain": "published_gain"}, names)
@@ -835,7 +875,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
                                      f"paired bootstrap over test examples ({n_boot} resamples) with one." + ref_note),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
-                                 f"differ (nonzero std). {pct} t-interval over seeds when there are several." + ref_note),
+                                 f"differ (nonzero std). {pct} t-interval over seeds when there are several."
+                                 + expected_note + ref_note),
         "ood_pass_at_k": (ood, "pass@k in % (unbiased estimator) on every benchmark after a task's first, for the "
                                "base model and each strategy's final checkpoint (mean over seeds)."),
         "base_split": (split, "Training on examples the base model gets wrong vs right (size-matched), their "
@@ -846,5 +887,5 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                  "checkpoint (mean over seeds)." if tiers.height else
                           "No benchmark of this configuration has tiers."),
         "pool_pass_rates": (pool, "Pool examples per probe pass rate (correct samples / K)."),
-        "subset_pass_rates": (subs, "Size and pass rates of the pool and of each selected subset."),
+        "subset_pass_rates": (subs, "Size and pass rates of the pool and of each selected subset." + expected_note),
     }

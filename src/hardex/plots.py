@@ -244,8 +244,9 @@ def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], 
 def plot_pool_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame, paths: Sequence[str | Path],
                          style: dict | None = None) -> list[Path]:
     """Histogram of the pool's pass rates (one bar per value j/K), and below it one row per subset:
-    the span of its pass rates (line), the middle half (thick bar) and its mean (dot). One such
-    pair per model (rows) x task (columns)."""
+    the span of its pass rates (line), the middle half (thick bar) and its mean (dot), with the
+    expected learnable % when the subsets carry `expected_mixed`. One such pair per model (rows)
+    x task (columns)."""
     st = _style(style)
     models = list(dict.fromkeys(probes["model"].to_list()))
     tasks = list(dict.fromkeys(probes["task"].to_list()))
@@ -299,7 +300,11 @@ def _pool_cell(top, bottom, pool: pl.DataFrame, subs: pl.DataFrame, strategies: 
         bottom.plot([v.min(), v.max()], [y, y], color=c, lw=1.5)
         bottom.plot([q1, q3], [y, y], color=c, lw=6, alpha=0.5, solid_capstyle="butt")
         bottom.plot(v.mean(), y, "o", color=c, mec="black", ms=6)
-        bottom.text(1.04, y, f"n={v.size}, mean {v.mean():.2f}", va="center", fontsize=st["font_size"] - 2)
+        label = f"n={v.size}, mean {v.mean():.2f}"
+        if "expected_mixed" in subs.columns:  # what GRPO should learn from, before any training
+            mixed = subs.filter(pl.col("strategy") == s)["expected_mixed"].mean()
+            label += f"\nexp. learnable {100 * mixed:.0f} %"
+        bottom.text(1.04, y, label, va="center", fontsize=st["font_size"] - 3)
     bottom.set_yticks(range(n_rows), list(reversed(strategies)) or [""])
     bottom.set_ylim(-0.7, n_rows - 0.3)
     bottom.set_xlim(-0.5 / k - 0.02, 1.35)
