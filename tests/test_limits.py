@@ -85,3 +85,44 @@ def test_bad_curves():
         catch_up(curve([0.1], [0]), curve([0.1], [0]))
     with pytest.raises(LimitsError, match="2 steps but 1"):
         steps_to_match([0, 1], [0.1], 0.1)
+
+
+def _outcomes(rows) -> pl.DataFrame:
+    """Per-example outcomes (10 examples per tier) from (strategy, seed, step, {tier: accuracy})."""
+    out = []
+    for strategy, seed, step, accs in rows:
+        for tier, acc in accs.items():
+            for i in range(10):
+                out.append({"model": "m", "task": "t", "benchmark": "t/test", "strategy": strategy, "seed": seed,
+                            "step": step, "id": f"{tier}-{i}", "tier": tier, "n": 1, "n_correct": int(i < 10 * acc)})
+    return pl.DataFrame(out)
+
+
+def test_catch_up_table_from_evaluation_outcomes():
+    from hardex.limits import catch_up_table
+
+    base = _outcomes([("base", 0, 0, {"1": 0.2, "2": 0.0})]).drop("strategy", "seed", "step")
+    runs = _outcomes([
+        ("full", 0, 50, {"1": 0.5, "2": 0.2}), ("full", 0, 100, {"1": 0.6, "2": 0.4}),
+        ("full", 1, 50, {"1": 0.5, "2": 0.2}), ("full", 1, 100, {"1": 0.6, "2": 0.4}),
+        ("tier_low", 0, 50, {"1": 0.7, "2": 0.1}), ("tier_low", 0, 100, {"1": 0.7, "2": 0.4}),
+        ("hard", 0, 50, {"1": 0.1, "2": 0.1}), ("hard", 0, 100, {"1": 0.2, "2": 0.3}),
+    ])
+    t = catch_up_table(runs, base)
+    low = {r["tier"]: r for r in t.filter(pl.col("strategy") == "tier_low").iter_rows(named=True)}
+    assert low["1"]["match_step"] == 50 and low["1"]["share_pct"] == 50.0 and low["1"]["target_accuracy"] == 60.0
+    assert low["2"]["match_step"] == 100 and low["all"]["match_step"] == 100  # every tier at once
+    assert low["overall"]["target_accuracy"] == 50.0 and low["overall"]["match_step"] == 100  # 0.40 at 50, 0.55 at 100
+    hard = {r["tier"]: r for r in t.filter(pl.col("strategy") == "hard").iter_rows(named=True)}
+    assert hard["all"]["match_step"] is None and hard["overall"]["share_pct"] is None  # never catches up
+    assert set(t["strategy"]) == {"tier_low", "hard"} and (t["full_steps"] == 100).all()
+    assert catch_up_table(runs.filter(pl.col("strategy") != "full"), base).height == 0  # nothing to catch up with
+
+
+def test_catch_up_table_counts_the_base_model_as_step_zero():
+    from hardex.limits import catch_up_table
+
+    base = _outcomes([("base", 0, 0, {"1": 0.9})]).drop("strategy", "seed", "step")
+    runs = _outcomes([("full", 0, 100, {"1": 0.8}), ("easy", 0, 100, {"1": 0.5})])
+    t = catch_up_table(runs, base)
+    assert t.filter(pl.col("tier") == "overall")["match_step"].to_list() == [0]  # already there before training

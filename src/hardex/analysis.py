@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from hardex.evaluation import accuracy_by_tier, summarize
+from hardex.limits import catch_up_table
 from hardex.training import learnable_pct
 
 RUN_KEYS = ["model", "task", "strategy", "seed"]
@@ -836,6 +837,7 @@ TABLES = {
     "tier_accuracy": "Accuracy per difficulty tier, base model and final checkpoint",
     "pool_pass_rates": "Pass-rate distribution of the training pool",
     "subset_pass_rates": "Pass rates of each selected subset",
+    "catch_up": "Steps to match the full-pool run's final accuracy, overall and per tier (paper 2)",
 }
 
 
@@ -854,6 +856,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     tiers = tier_table(res)
     pool = pool_distribution(probes)
     subs = subset_pass_rates(probes, subsets, generations)
+    catch = catch_up_table(res.runs, res.base).with_row_index("_row")  # strategies in paper order, rows kept
+    catch = _order(catch, ["model", "task", "strategy", "_row"]).drop("_row")
     expected_note = ""
     if generations is not None:
         learn = learn.join(subs.select(*CELL_KEYS, "expected_learnable_pct"), on=CELL_KEYS, how="left")
@@ -888,4 +892,10 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                           "No benchmark of this configuration has tiers."),
         "pool_pass_rates": (pool, "Pool examples per probe pass rate (correct samples / K)."),
         "subset_pass_rates": (subs, "Size and pass rates of the pool and of each selected subset." + expected_note),
+        "catch_up": (catch, "First checkpoint at which a strategy's run (mean over seeds; step 0 = the base model) "
+                            "reaches the final accuracy of the run on the full pool, on each benchmark: overall, per "
+                            "tier, and across tiers (all: every tier at once). share_pct = match_step / the full "
+                            "run's steps (paper 2: ~45 % for the lower tiers); empty = never within the run; the "
+                            "resolution is the checkpoint interval." if catch.height else
+                     "No run on the full pool (strategy full) in this configuration: nothing to catch up with."),
     }

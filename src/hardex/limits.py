@@ -110,3 +110,52 @@ def catch_up_by_tier(
         rows, schema={"tier": pl.Utf8, "target": pl.Float64, "full_steps": pl.Int64, "match_step": pl.Int64}
     )
     return out.with_columns((pl.col("match_step") / pl.col("full_steps")).alias("share"))
+
+
+CATCH_UP_SCHEMA = {"model": pl.Utf8, "task": pl.Utf8, "benchmark": pl.Utf8, "strategy": pl.Utf8, "tier": pl.Utf8,
+                   "target_accuracy": pl.Float64, "full_steps": pl.Int64, "match_step": pl.Int64,
+                   "share_pct": pl.Float64}
+
+
+def _curves(outcomes: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(overall, per-tier) accuracy curves of per-example outcomes (step, tier, n, n_correct), every
+    seed's examples pooled per step (the same examples in each seed: the mean of the seeds' means)."""
+    acc = outcomes.with_columns((pl.col("n_correct") / pl.col("n")).alias("accuracy"))
+    overall = acc.group_by("step").agg(pl.col("accuracy").mean())
+    tiers = acc.filter(pl.col("tier").is_not_null()).group_by("step", "tier").agg(pl.col("accuracy").mean())
+    return overall, tiers
+
+
+def catch_up_table(runs: pl.DataFrame, base: pl.DataFrame, full: str = "full", tolerance: float = 0.0,
+                   sustained: bool = False) -> pl.DataFrame:
+    """Paper 2's catch-up of every strategy against the `full` run, per model x task x benchmark:
+    one row overall, one per tier and one across tiers ("all"), with the full run's final accuracy
+    (target, %), its steps, the first matching checkpoint (step 0 is the base model) and its share (%).
+
+    `runs` and `base` are analysis.Results' frames (per-example outcomes with model, task, strategy,
+    seed, step, benchmark, tier, n, n_correct). Empty when no run used the `full` strategy.
+    """
+    rows: list[dict] = []
+    for (model, task, bench), grp in runs.group_by(["model", "task", "benchmark"], maintain_order=True):
+        full_runs = grp.filter(pl.col("strategy") == full)
+        if full_runs.height == 0:
+            continue
+        start = base.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
+        start = start.with_columns(pl.lit(0, dtype=pl.Int64).alias("step"))
+        cols = ["step", "tier", "n", "n_correct"]
+        full_all, full_tiers = _curves(full_runs.select(cols))
+        key = {"model": model, "task": task, "benchmark": bench}
+        for strategy in [s for s in dict.fromkeys(grp["strategy"].to_list()) if s != full]:
+            mine = pl.concat([start.select(cols), grp.filter(pl.col("strategy") == strategy).select(cols)],
+                             how="vertical_relaxed")
+            low_all, low_tiers = _curves(mine)
+            o = catch_up(low_all, full_all, tolerance, sustained)
+            rows.append({**key, "strategy": strategy, "tier": "overall", "target_accuracy": 100 * o["target"],
+                         "full_steps": o["full_steps"], "match_step": o["match_step"]})
+            if full_tiers.height:
+                for r in catch_up_by_tier(low_tiers, full_tiers, tolerance, sustained).iter_rows(named=True):
+                    rows.append({**key, "strategy": strategy, "tier": r["tier"],
+                                 "target_accuracy": None if r["target"] is None else 100 * r["target"],
+                                 "full_steps": r["full_steps"], "match_step": r["match_step"]})
+    out = pl.DataFrame(rows, schema={k: v for k, v in CATCH_UP_SCHEMA.items() if k != "share_pct"})
+    return out.with_columns((100 * pl.col("match_step") / pl.col("full_steps")).alias("share_pct"))
