@@ -120,10 +120,10 @@ CATCH_UP_SCHEMA = {"model": pl.Utf8, "task": pl.Utf8, "benchmark": pl.Utf8, "str
 def _curves(outcomes: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(overall, per-tier) accuracy curves of per-example outcomes (step, tier, n, n_correct), every
     seed's examples pooled per step (the same examples in each seed: the mean of the seeds' means)."""
-    acc = outcomes.with_columns((pl.col("n_correct") / pl.col("n")).alias("accuracy"))
-    overall = acc.group_by("step").agg(pl.col("accuracy").mean())
-    tiers = acc.filter(pl.col("tier").is_not_null()).group_by("step", "tier").agg(pl.col("accuracy").mean())
-    return overall, tiers
+    from hardex.evaluation import accuracy_by_tier
+
+    overall = outcomes.group_by("step").agg((pl.col("n_correct") / pl.col("n")).mean().alias("accuracy"))
+    return overall, accuracy_by_tier(outcomes)
 
 
 def catch_up_table(runs: pl.DataFrame, base: pl.DataFrame, full: str = "full", tolerance: float = 0.0,

@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from hardex.tasks.base import DataError, Task, last_boxed
-from hardex.tasks.math import math_equal
+from hardex.tasks.math import _normalized, math_equal
 from hardex.tasks.numbers import is_plain_number, same_number
 from hardex.tasks.rows import field, finish, read_rows
 
@@ -42,8 +42,8 @@ def reference_from(value: str) -> str:
 
 
 def normalized_text(answer: str) -> str:
-    t = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", answer)
-    t = re.sub(r"[\s$]+", "", t).rstrip(".").casefold()
+    """MATH's loose form (no spacing, $, text wrappers, trailing period), case-folded; "(b)" -> "b"."""
+    t = _normalized(re.sub(r"\s+", " ", answer)).casefold()
     m = re.fullmatch(r"[(\[]([a-z])[)\]]", t)
     return m.group(1) if m else t
 
