@@ -5,9 +5,11 @@ test split over the base model, with a paired bootstrap 95 % interval over test 
     python benchmarks/grpo_sweep.py --model results/models/tiny           # the model the workflow built
     python benchmarks/grpo_sweep.py --steps 30 60 --lr 3e-5 1e-4 2e-4 --loss grpo:group dapo:none
 
-Each setting trains on the whole pool of a task (the `full` strategy, the largest subset) from the base
-model, then samples the test split `--eval-samples` times per example at temperature 1, with the same
-sampling seed for the base model and the run (common random numbers, as the workflow does).
+Each setting trains on the whole pool of a task (the `full` strategy, the largest subset) or on a random
+subset of it (`--subset`) from the base model, then samples the test split `--eval-samples` times per
+example at temperature 1, with the same sampling seed for the base model and the run (common random
+numbers, as the workflow does), and scores the examples it trained on the same way, before and after:
+a gain there and none on the test split is memorization.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main() -> None:
     ap.add_argument("--lr", nargs="+", type=float, default=[3e-5, 1e-4, 2e-4])
     ap.add_argument("--loss", nargs="+", default=["grpo:group", "dapo:none"], help="loss_type:scale_rewards")
     ap.add_argument("--prompts-per-step", type=int, default=None)
+    ap.add_argument("--subset", nargs="+", type=int, default=[0], help="train on a random subset of this size (0 = the pool)")
     ap.add_argument("--eval-samples", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
@@ -63,8 +66,9 @@ def main() -> None:
         generator.use_checkpoint(None)
         base = evaluate_examples(generator, task, test, render, decoding, 0, seed=1)
         base_acc = (base["n_correct"] / base["n"]).to_numpy()
-        rows = [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in pool.to_dicts()]
-        for steps, lr, loss in itertools.product(args.steps, args.lr, args.loss):
+        for steps, lr, loss, size in itertools.product(args.steps, args.lr, args.loss, args.subset):
+            train = pool.sample(size, seed=0) if size else pool
+            rows = [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in train.to_dicts()]
             loss_type, scale = loss.split(":")
             g = copy.deepcopy(cfg["grpo"])
             g.update(max_steps=steps, save_steps=steps, learning_rate=lr, loss_type=loss_type, scale_rewards=scale)
@@ -79,16 +83,24 @@ def main() -> None:
                 reward = pl.read_parquet(d / "steps.parquet")["reward_mean"].to_numpy()
                 generator.use_checkpoint(d / "final")
                 final = evaluate_examples(generator, task, test, render, decoding, steps, seed=1)
+                trained_on = train.to_dicts()  # the examples it trained on, before and after
+                seen_after = evaluate_examples(generator, task, trained_on, render, decoding, steps, seed=2)
+                generator.use_checkpoint(None)
+                seen_before = evaluate_examples(generator, task, trained_on, render, decoding, 0, seed=2)
             diff = (final["n_correct"] / final["n"]).to_numpy() - base_acc
+            seen_gain = 100 * float((seen_after["n_correct"] / seen_after["n"]).mean()
+                                    - (seen_before["n_correct"] / seen_before["n"]).mean())
             lo, hi = bootstrap_mean_interval(diff, 0.95, 2000, 0)
             k = max(1, len(reward) // 5)
             run = {"task": task_name, "steps": steps, "prompts_per_step": g["prompts_per_step"], "lr": lr,
-                   "loss": loss, "base": 100 * base_acc.mean(), "gain": 100 * diff.mean(), "gain_ci": [100 * lo, 100 * hi],
+                   "loss": loss, "trained_on": len(rows), "base": 100 * base_acc.mean(), "gain": 100 * diff.mean(),
+                   "gain_ci": [100 * lo, 100 * hi], "gain_on_trained": seen_gain,
                    "reward_first": float(reward[:k].mean()), "reward_last": float(reward[-k:].mean()),
                    "train_seconds": round(train_s, 1)}
             runs.append(run)
-            print(f"{task_name:6s} steps {steps:4d} x {g['prompts_per_step']} prompts  lr {lr:.0e}  {loss:10s}  "
-                  f"gain {run['gain']:+5.1f} [{run['gain_ci'][0]:+5.1f}, {run['gain_ci'][1]:+5.1f}]  "
+            print(f"{task_name:6s} {len(rows):4d} examples  steps {steps:4d} x {g['prompts_per_step']} prompts  "
+                  f"lr {lr:.0e}  {loss:10s}  test gain {run['gain']:+5.1f} [{run['gain_ci'][0]:+5.1f}, "
+                  f"{run['gain_ci'][1]:+5.1f}]  on its training examples {seen_gain:+5.1f}  "
                   f"reward {run['reward_first']:.2f} -> {run['reward_last']:.2f}  ({train_s:.0f} s)", flush=True)
     info = machine()
     print(f"\nmachine: {info}; base accuracy " + ", ".join(
