@@ -27,6 +27,7 @@ SEEDS = config["seeds"]
 # cheap jobs run on the submitting machine under a cluster profile (and may need its internet access)
 localrules:
     dataset_split,
+    check_overlap,
     select,
 
 
@@ -34,8 +35,8 @@ wildcard_constraints:
     model="|".join(MODELS),
     task="|".join(TASKS),
     strategy="|".join(STRATEGIES),
-    dataset="[A-Za-z0-9][A-Za-z0-9_.-]*",
-    split="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    dataset="[A-Za-z0-9][A-Za-z0-9_-]*",
+    split="[A-Za-z0-9][A-Za-z0-9_-]*",
     seed=r"\d+",
 
 
@@ -175,6 +176,7 @@ STEPS_FILES = expand(
     seed=SEEDS,
 )
 PROBE_FILES = expand("results/probe/{m}/{t}.parquet", m=MODELS, t=TASKS)
+OVERLAP_FILES = expand("results/overlap/{t}.json", t=TASKS)
 SUBSET_FILES = expand(
     "results/subsets/{m}/{t}/{s}/seed{seed}.parquet",
     m=MODELS,

@@ -10,3 +10,23 @@ rule dataset_split:
         source=lambda w: hx.split_spec(config, f"{w.dataset}/{w.split}"),
     script:
         "../scripts/dataset_split.py"
+
+
+rule check_overlap:
+    """The questions a task's benchmarks share with its pool: none, or as many as the config accepts
+    (the gain would otherwise be measured on training data). Probing waits for it."""
+    input:
+        pool=lambda w: data_file(config["tasks"][w.task]["pool"]),
+        benchmarks=benchmark_inputs,
+    output:
+        "results/overlap/{task}.json",
+    log:
+        "logs/overlap/{task}.log",
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        pool=lambda w: config["tasks"][w.task]["pool"],
+        benchmarks=lambda w: config["tasks"][w.task]["benchmarks"],
+        allowed=lambda w: config["tasks"][w.task]["allow_overlap"],
+    script:
+        "../scripts/check_overlap.py"

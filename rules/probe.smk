@@ -2,6 +2,7 @@ rule probe:
     """K samples per pool example from the base model (plus one greedy sample)."""
     input:
         pool=lambda w: data_file(config["tasks"][w.task]["pool"]),
+        overlap="results/overlap/{task}.json",
         model=model_dir,
     output:
         table="results/probe/{model}/{task}.parquet",

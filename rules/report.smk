@@ -21,6 +21,7 @@ rule report_tables:
         steps=STEPS_FILES,
         probes=PROBE_FILES,
         subsets=SUBSET_FILES,
+        overlaps=OVERLAP_FILES,
         reference=REFERENCE_FILE,
     output:
         [

@@ -5,6 +5,7 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside 
 
 import polars as pl
 
+from hardex.io import read_parquet
 from hardex.models import build_model, render_prompt
 from hardex.tasks import get_task
 from hardex.workflow import job_log, set_threads
@@ -13,11 +14,11 @@ with job_log(snakemake) as log:
     set_threads(snakemake.threads)
     held_out = set()
     for f in snakemake.input.held_out:
-        held_out |= set(pl.read_parquet(f)["question"])
+        held_out |= set(read_parquet(f)["question"])
     rows = []
     for f, family in zip(snakemake.input.sft, snakemake.params.families):
         task = get_task(family)
-        df = pl.read_parquet(f)
+        df = read_parquet(f)
         overlap = df.filter(pl.col("question").is_in(list(held_out))).height
         if overlap:
             raise ValueError(f"{f}: {overlap} warm-start questions also appear in a pool or test split")

@@ -8,13 +8,13 @@ from pathlib import Path
 import polars as pl
 
 from hardex.evaluation import evaluate_examples, evaluation_seed, run_checkpoints, summarize
-from hardex.io import write_parquet_atomic
+from hardex.io import read_parquet, write_parquet_atomic
 from hardex.tasks import get_task
-from hardex.workflow import job_log, make_generator, renderer, set_threads
+from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads
 
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)
-    p, gen = snakemake.params.model, snakemake.params.generation
+    p, gen = job_model(snakemake.params.model), snakemake.params.generation
     generator = make_generator(gen, p)
     render = renderer(p["path"], p["chat"])
     run_dir = getattr(snakemake.params, "run_dir", None)
@@ -28,7 +28,7 @@ with job_log(snakemake) as log:
         for run_seed in seeds:
             sampling_seed = evaluation_seed(snakemake.params.eval_seed, run_seed)
             for bench, path in zip(snakemake.params.benchmarks, snakemake.input.benchmarks):
-                rows = pl.read_parquet(path).to_dicts()
+                rows = read_parquet(path).to_dicts()
                 task = get_task(bench["family"], snakemake.params.scoring)
                 out = evaluate_examples(generator, task, rows, render, bench["decoding"], step, sampling_seed, run_seed)
                 frames.append(out.with_columns(pl.lit(bench["ref"]).alias("benchmark")))

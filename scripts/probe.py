@@ -5,19 +5,17 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside 
 
 from pathlib import Path
 
-import polars as pl
-
-from hardex.io import write_parquet_atomic
+from hardex.io import read_parquet, write_parquet_atomic
 from hardex.probing import histogram, probe_pool
 from hardex.tasks import get_task
-from hardex.workflow import job_log, make_generator, renderer, set_threads, work_identity
+from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads, work_identity
 
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)
-    p, gen = snakemake.params.model, snakemake.params.generation
+    p, gen = job_model(snakemake.params.model), snakemake.params.generation
     settings = snakemake.params.settings
     adaptive = settings.get("adaptive") or {}
-    pool = pl.read_parquet(snakemake.input.pool)
+    pool = read_parquet(snakemake.input.pool)
     task = get_task(snakemake.params.family, snakemake.params.scoring)
     counts, samples = probe_pool(
         pool,

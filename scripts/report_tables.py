@@ -14,7 +14,7 @@ with job_log(snakemake) as log:
     probes, subsets = analysis.load_pool(i.probes, i.subsets)
     ref = analysis.load_reference(p.reference)
     tables = analysis.build_tables(res, probes, subsets, p.stats["ci_level"], p.stats["iterations"],
-                                   p.stats["seed"], ref, p.names, p.generations)
+                                   p.stats["seed"], ref, p.names, p.generations, analysis.load_overlaps(i.overlaps))
     out_dir = {Path(f).stem: Path(f).parent for f in snakemake.output}
     for name, (df, note) in tables.items():
         analysis.write_table(df, out_dir[name] / name, analysis.TABLES[name], note, p.decimals)

@@ -3,14 +3,12 @@ import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
 
-import polars as pl
-
-from hardex.io import write_parquet_atomic
+from hardex.io import read_parquet, write_parquet_atomic
 from hardex.selection import select
 from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
-    probe = pl.read_parquet(snakemake.input.probe)
+    probe = read_parquet(snakemake.input.probe)
     subset = select(probe, snakemake.wildcards.strategy, snakemake.params.budget, snakemake.params.seed,
                     in_tiers=snakemake.params.tiers)
     write_parquet_atomic(subset, snakemake.output[0])

@@ -5,19 +5,18 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside 
 
 from pathlib import Path
 
-import polars as pl
-
+from hardex.io import read_parquet
 from hardex.tasks import get_task
 from hardex.training import train_grpo
-from hardex.workflow import job_log, renderer, set_threads, work_identity
+from hardex.workflow import job_log, job_model, renderer, set_threads, work_identity
 
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)
-    p, g = snakemake.params.model, snakemake.params.grpo
+    p, g = job_model(snakemake.params.model), snakemake.params.grpo
     task = get_task(snakemake.params.family, snakemake.params.scoring)
     render = renderer(p["path"], p["chat"])
-    subset = pl.read_parquet(snakemake.input.subset)
-    pool = pl.read_parquet(snakemake.input.pool)
+    subset = read_parquet(snakemake.input.subset)
+    pool = read_parquet(snakemake.input.pool)
     rows = subset.select("id", "rank").join(pool, on="id").sort("rank").to_dicts()
     train_rows = [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in rows]
     log(f"{len(train_rows)} training examples, steps of {g['prompts_per_step']} prompts x "

@@ -143,3 +143,26 @@ def test_probe_pool_adaptive_on_the_tiny_model(tmp_path):
                           {**settings, "adaptive": {**CFG, "budget": 0.2, "min_samples": 2}},
                           tmp_path / "adaptive", log=lambda *a: None)
     assert again.equals(ad)
+
+
+def test_a_damaged_probe_chunk_is_named_and_probed_again(tmp_path):
+    """A chunk cut short once failed every rerun (-f included) without naming the file."""
+    from hardex.generation.hf import HFGenerator
+    from hardex.models import render_prompt
+    from hardex.tasks import get_task
+    from tests.test_generation import tiny_model_dir
+
+    task = get_task("swaps")
+    pool = task.load_split({"name": "pool", "n": 12, "seed": 1, "difficulty": [0, 2]})
+    gen = HFGenerator(tiny_model_dir(), device="cpu", dtype="float32", progress=False)
+    settings = {"k": 3, "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 16, "seed": 0}
+    render = lambda text: render_prompt(None, text, False)  # noqa: E731
+    first, _ = probe_pool(pool, task, render, lambda: gen, settings, tmp_path, chunk_size=4, log=lambda *a: None)
+    damaged = sorted(tmp_path.glob("chunk00001-*.counts.parquet"))[0]
+    with open(damaged, "r+b") as fh:
+        fh.truncate(damaged.stat().st_size // 2)
+    messages = []
+    again, _ = probe_pool(pool, task, render, lambda: gen, settings, tmp_path, chunk_size=4, log=messages.append)
+    assert any(str(damaged) in m and "damaged" in m and "probing it again" in m for m in messages), messages
+    assert sum(": probed " in m for m in messages) == 1 and sum(": reused " in m for m in messages) == 2
+    assert again.equals(first)

@@ -60,6 +60,24 @@ CASES = [
     ("datasets.swaps.splits.pool.rows", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
      "tasks.swaps: strategy 'hard' selects 1 of the pool's 10 examples, fewer than the 2 prompts"),
     ("datasets.swaps.splits.pool.rows", "no/such/rows.txt", "datasets.swaps.splits.pool.rows: 'no/such/rows.txt' is no file"),
+    # non-finite numbers pass every schema bound (comparisons with NaN are false): refused by key first
+    ("probe.temperature", float("inf"), "probe.temperature: inf is not a finite number"),
+    ("grpo.learning_rate", float("nan"), "grpo.learning_rate: nan is not a finite number"),
+    ("selection.budget", float("nan"), "selection.budget: nan is not a finite number"),
+    ("models.tiny.size_b", float("inf"), "models.tiny.size_b: inf is not a finite number"),
+    ("report", {"ci_level": float("nan")}, "report.ci_level: nan is not a finite number"),
+    # what a job would find out after compute started, known at planning time
+    ("selection.budget", 0.001, "tasks.swaps: strategy 'hard': budget 0.001 of a pool of 40 selects no example"),
+    ("datasets.swaps.splits.pool.people", [5, 3], "datasets.swaps.splits.pool.people: [5, 3] must be [low, high]"),
+    ("datasets.swaps.splits.pool", {"n": 200, "seed": 1, "difficulty": [0, 0], "people": [3, 3]},
+     "datasets.swaps.splits.pool.n: 200 items asked, but only about 315 distinct ones exist in this split"),
+    ("datasets.swaps.splits.pool.n", 10**9, "datasets.swaps.splits.pool.n: 1000000000 is out of range; must be >= 1 and <= 1000000"),
+    ("probe.k", 10**9, "probe.k: 1000000000 is out of range; must be >= 1 and <= 4096"),
+    ("datasets.swaps.splits.test", {"n": 12, "seed": 2, "difficulty": [1, 3], "start": 8, "stop": 4},
+     "datasets.swaps.splits.test: start 8 is not before stop 4: no rows"),
+    ("evaluation.decoding", {"n_samples": 1, "temperature": 1.0, "max_new_tokens": 40, "pass_k": [2]},
+     "evaluation.decoding.pass_k: [2] needs n_samples >= 2 for benchmark swaps/test; evaluation.decoding.n_samples is 1"),
+    ("tasks.swaps.allow_overlap", -1, "tasks.swaps.allow_overlap: -1 is out of range; must be >= 0"),
 ]
 
 
@@ -202,3 +220,42 @@ def test_rows_of_a_split_can_come_from_a_file(tmp_path, smoke_config):
     rows.write_text("# released pool, one row per line\n" + "\n".join(map(str, range(30))) + "\n")
     cfg = check_config(bad(smoke_config, "datasets.swaps.splits.pool.rows", str(rows)))
     assert cfg["datasets"]["swaps"]["splits"]["pool"]["rows"] == list(range(30))  # params carry the rows
+
+
+def test_a_name_that_could_share_a_path_with_another_output_is_refused(smoke_config):
+    """A task named 'swaps.samples' had the probe table results/probe/tiny/swaps.samples.parquet, which is task
+    swaps' samples file: the dry run planned both and selection failed later on a missing column."""
+    cfg = copy.deepcopy(smoke_config)
+    cfg["tasks"]["swaps.samples"] = cfg["tasks"]["swaps"]
+    with pytest.raises(ConfigError, match=r"^tasks: 'swaps.samples' does not match .* a dot could make two outputs"):
+        check_config(cfg)
+
+
+def test_no_two_outputs_share_a_path():
+    """Every output pattern of the rules, filled with names the schema allows (dashes, underscores, digits,
+    names that are words of the layout), gives each job its own paths."""
+    import itertools
+    import re
+
+    from tests.conftest import ROOT
+
+    patterns = set()
+    wildcards = {"model", "task", "strategy", "seed", "dataset", "split"}
+    for smk in (ROOT / "rules").glob("*.smk"):  # the rules' patterns (not the expand() templates of inputs)
+        found = re.findall(r'"(results/[^"]*\{[^"]*)"', smk.read_text())
+        patterns |= {p for p in found if set(re.findall(r"\{([^}]*)\}", p)) <= wildcards}
+    assert len(patterns) >= 12
+    import yaml
+
+    allowed = yaml.safe_load((ROOT / "schemas" / "config.schema.yaml").read_text())["$defs"]["name"]["pattern"]
+    candidates = ["a", "a-1", "a_1", "base", "samples", "seed1", "chunks", "pool", "a.samples", "a.chunks", "a.tsv"]
+    names = [n for n in candidates if re.fullmatch(allowed, n)]  # every name a config may use
+    paths: dict[str, tuple] = {}
+    for pattern in sorted(patterns):
+        fields = sorted(set(re.findall(r"\{(\w+)\}", pattern)))
+        for values in itertools.product(*[(["0", "1"] if f == "seed" else names) for f in fields]):
+            path = pattern.format(**dict(zip(fields, values)))
+            job = (pattern, values)
+            assert paths.setdefault(path, job) == job, f"{path}: {paths[path]} and {job}"
+            for other in (path + ".chunks", path.replace(".parquet", ".samples.parquet")):  # files beside outputs
+                assert other not in paths or paths[other][0] == pattern, f"{other} is also {paths[other]}"

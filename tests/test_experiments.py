@@ -18,20 +18,20 @@ EXPERIMENTS = ROOT / "experiments"
 HUB_FIXTURES = ROOT / "tests" / "configs" / "hub_fixtures.yaml"
 
 # the grid rules whose counts follow from the config; the report's rules aggregate everything (one job each)
-GRID_RULES = ("dataset_split", "probe", "select", "train", "evaluate_base", "evaluate_run", "all")
+GRID_RULES = ("dataset_split", "check_overlap", "probe", "select", "train", "evaluate_base", "evaluate_run", "all")
 
 # what docs/experiments.md states (kept in step with the configs by test_documented_counts)
 DOCUMENTED = {
-    "hard_examples_paper": {"dataset_split": 5, "probe": 8, "select": 64, "train": 64, "evaluate_base": 8,
-                            "evaluate_run": 64, "all": 1},
-    "hard_examples_code": {"dataset_split": 5, "probe": 8, "select": 64, "train": 64, "evaluate_base": 8,
-                           "evaluate_run": 64, "all": 1},
-    "difficulty_limits": {"dataset_split": 5, "probe": 6, "select": 54, "train": 54, "evaluate_base": 6,
-                          "evaluate_run": 54, "all": 1},
-    "cpu_study": {"dataset_split": 6, "build_model": 2, "probe": 4, "select": 60, "train": 60, "evaluate_base": 4,
-                  "evaluate_run": 60, "all": 1},
-    "gpu_mini": {"dataset_split": 8, "build_model": 1, "probe": 2, "select": 36, "train": 36, "evaluate_base": 2,
-                 "evaluate_run": 36, "all": 1},
+    "hard_examples_paper": {"dataset_split": 5, "check_overlap": 2, "probe": 8, "select": 64, "train": 64,
+                            "evaluate_base": 8, "evaluate_run": 64, "all": 1},
+    "hard_examples_code": {"dataset_split": 5, "check_overlap": 2, "probe": 8, "select": 64, "train": 64,
+                           "evaluate_base": 8, "evaluate_run": 64, "all": 1},
+    "difficulty_limits": {"dataset_split": 5, "check_overlap": 2, "probe": 6, "select": 54, "train": 54,
+                          "evaluate_base": 6, "evaluate_run": 54, "all": 1},
+    "cpu_study": {"dataset_split": 6, "build_model": 2, "check_overlap": 2, "probe": 4, "select": 60, "train": 60,
+                  "evaluate_base": 4, "evaluate_run": 60, "all": 1},
+    "gpu_mini": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 36, "train": 36,
+                 "evaluate_base": 2, "evaluate_run": 36, "all": 1},
 }
 
 
@@ -42,7 +42,8 @@ def grid_counts(cfg: dict) -> dict[str, int]:
     splits = {ref for task in cfg["tasks"].values() for ref in [task["pool"], *task["benchmarks"]]}
     built = [mm for mm in cfg["models"].values() if mm["path"] == "build"]
     splits |= {ref for mm in built for ref in mm["build"]["sft_from"]}
-    counts = {"dataset_split": len(splits), "probe": m * t, "select": m * t * s * seeds, "train": m * t * s * seeds,
+    counts = {"dataset_split": len(splits), "check_overlap": t, "probe": m * t, "select": m * t * s * seeds,
+              "train": m * t * s * seeds,
               "evaluate_base": m * t, "evaluate_run": m * t * s * seeds, "all": 1}
     if built:
         counts["build_model"] = len(built)

@@ -138,3 +138,13 @@ def test_new_questions_under_old_ids_are_probed_again(finished):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     probe_log = (finished / "logs/probe/tiny/swaps.log").read_text()
     assert ": probed " in probe_log and ": reused " not in probe_log
+
+
+def test_a_damaged_result_table_is_named_by_the_job_that_reads_it(finished):
+    probe = finished / "results/probe/tiny/swaps.parquet"
+    with open(probe, "r+b") as fh:
+        fh.truncate(probe.stat().st_size // 2)
+    res = snakemake(finished, "--cores", "1", "--forcerun", "select", "results/subsets/tiny/swaps/hard/seed0.parquet")
+    assert res.returncode != 0
+    log = (finished / "logs/select/tiny/swaps/hard/seed0.log").read_text()
+    assert f"{probe.relative_to(finished)}: damaged or incomplete" in log and "run snakemake again" in log

@@ -212,3 +212,16 @@ def test_grpo_raises_a_learnable_reward_in_rollouts_and_saved_weights(tmp_path, 
     before = share_with_bob()
     gen.use_checkpoint(run_dir / "final")
     assert share_with_bob() > before + 0.4
+
+
+def test_a_damaged_last_checkpoint_falls_back_to_the_one_before(tmp_path, tiny_model, grpo):
+    """A checkpoint cut short (a full disk, a kill during its save) once made every rerun fail in safetensors."""
+    _, _, run_dir = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0)
+    weights = run_dir / "checkpoints/checkpoint-4/model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.truncate(weights.stat().st_size // 2)
+    messages = []
+    summary, steps, _ = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0, log=messages.append)
+    assert any("checkpoint-4 is damaged (SafetensorError" in str(m) for m in messages), messages
+    assert any(str(m).startswith("resuming from") and str(m).split()[2].endswith("checkpoint-2") for m in messages)
+    assert steps["step"].to_list() == [1, 2, 3, 4] and summary["checkpoints"] == [2, 4]

@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from hardex.evaluation import accuracy_by_tier, sort_tiers, summarize
+from hardex.io import read_parquet
 from hardex.training import learnable_pct
 
 RUN_KEYS = ["model", "task", "strategy", "seed"]
@@ -104,9 +105,9 @@ def load_results(
     """
     run_keys = [(f, _keys(EVAL_RUN_RE, f)) for f in eval_files]  # a stray path fails before any read
     base_keys = [(f, _keys(EVAL_BASE_RE, f)) for f in base_files]
-    runs = [_with_keys(pl.read_parquet(f, columns=OUTCOME_COLUMNS), k) for f, k in run_keys]
+    runs = [_with_keys(read_parquet(f, columns=OUTCOME_COLUMNS), k) for f, k in run_keys]
     # the base model is evaluated once per run seed (column seed), with that seed's evaluation noise
-    bases = [_with_keys(pl.read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS]
+    bases = [_with_keys(read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS]
                                                     if c in pl.read_parquet_schema(f)]), k) for f, k in base_keys]
     if not runs or not bases:
         raise AnalysisError("no evaluation results to analyse (need run and base evaluation files)")
@@ -130,7 +131,7 @@ def load_results(
 
 def load_steps(steps_files: Iterable[str | Path]) -> pl.DataFrame:
     """Every run's steps.parquet, with model, task, strategy and seed from its path."""
-    steps = [_with_keys(pl.read_parquet(f), _keys(STEPS_RE, f)) for f in steps_files]
+    steps = [_with_keys(read_parquet(f), _keys(STEPS_RE, f)) for f in steps_files]
     if not steps:
         return pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "seed": pl.Int64,
                                     "step": pl.Int64, "frac_zero_std": pl.Float64})
@@ -139,8 +140,8 @@ def load_steps(steps_files: Iterable[str | Path]) -> pl.DataFrame:
 
 def load_pool(probe_files: Iterable[str | Path], subset_files: Iterable[str | Path]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(probe tables with model, task; subsets with model, task, strategy, seed) from the standard layout."""
-    probes = [_with_keys(pl.read_parquet(f, columns=["id", "k", "pass_rate"]), _keys(PROBE_RE, f)) for f in probe_files]
-    subsets = [_with_keys(pl.read_parquet(f, columns=["id", "pass_rate"]), _keys(SUBSET_RE, f)) for f in subset_files]
+    probes = [_with_keys(read_parquet(f, columns=["id", "k", "pass_rate"]), _keys(PROBE_RE, f)) for f in probe_files]
+    subsets = [_with_keys(read_parquet(f, columns=["id", "pass_rate"]), _keys(SUBSET_RE, f)) for f in subset_files]
     if not probes:
         raise AnalysisError("no probe tables to analyse")
     empty_subsets = pl.DataFrame(schema={"id": pl.Utf8, "pass_rate": pl.Float64, "model": pl.Utf8,
@@ -880,13 +881,30 @@ TABLES = {
     "pool_pass_rates": "Pass-rate distribution of the training pool",
     "subset_pass_rates": "Pass rates of each selected subset",
     "catch_up": "Final accuracy against the full-pool run's, and the share of its steps (paper 2's catch-up)",
+    "data_overlap": "Pool against benchmarks: questions in both",
 }
+
+
+def load_overlaps(files: Iterable[str | Path]) -> pl.DataFrame:
+    """The data check of every task (results/overlap/{task}.json): one row per task x benchmark."""
+    import json
+
+    rows = []
+    for f in files:
+        report = json.loads(Path(f).read_text())
+        for bench, o in report["benchmarks"].items():
+            rows.append({"task": report["task"], "pool": report["pool"], "benchmark": bench, "n_pool": o["n_pool"],
+                         "n_benchmark": o["n_benchmark"], "exact": o["exact"], "normalized": o["normalized"],
+                         "allowed": report["allowed"]})
+    return pl.DataFrame(rows, schema={"task": pl.Utf8, "pool": pl.Utf8, "benchmark": pl.Utf8, "n_pool": pl.Int64,
+                                      "n_benchmark": pl.Int64, "exact": pl.Int64, "normalized": pl.Int64,
+                                      "allowed": pl.Int64})
 
 
 def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, level: float = 0.95,
                  n_boot: int = 2000, seed: int = 0, ref: pl.DataFrame | None = None,
-                 names: dict | None = None, generations: dict[str, int] | None = None
-                 ) -> dict[str, tuple[pl.DataFrame, str]]:
+                 names: dict | None = None, generations: dict[str, int] | None = None,
+                 overlaps: pl.DataFrame | None = None) -> dict[str, tuple[pl.DataFrame, str]]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
     the learnable % expected from the probe beside the measured one when `generations` (model -> G) is."""
     from hardex.limits import catch_up_table  # imported here: limits builds on this module's statistics
@@ -947,4 +965,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                             "(empty without an interval). Paper 2: the lower tiers alone match the full run with "
                             "~45 % of its steps." + no_verdict if catch.height else
                      "No run on the full pool (strategy full) in this configuration: nothing to catch up with."),
+        "data_overlap": (overlaps if overlaps is not None else load_overlaps([]),
+                         "Questions of each benchmark that are also in the task's pool: exact, and only after "
+                         "normalizing case, spacing and punctuation. A task with more than tasks.<task>.allow_overlap "
+                         "(allowed) of them stops before probing: its gain would be measured on training data."),
     }

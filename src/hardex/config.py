@@ -7,6 +7,7 @@ one line that names the key, the value and what is allowed.
 from __future__ import annotations
 
 import copy
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,7 +47,8 @@ def _schema_error_line(err) -> str:
                                             ("maximum", "<="), ("exclusiveMaximum", "<")) if k in sch]
         return f"{key}: {v!r} is out of range; must be {' and '.join(rng) or op}"
     if kind == "pattern":
-        return f"{key}: {v!r} does not match {sch['pattern']}"
+        why = f" ({sch['description']})" if sch.get("description") else ""
+        return f"{key}: {v!r} does not match {sch['pattern']}{why}"
     if kind in ("minItems", "minProperties"):
         return f"{key}: must not be empty"
     if kind == "uniqueItems":
@@ -73,6 +75,40 @@ def _schema_errors(config: dict, schema_path: Path) -> list:
         raise
 
 
+def _check_split(key: str, family: str, split: str, spec: dict) -> None:
+    """One dataset split: what it needs, its windows and slices, and what a generator can make."""
+    from hardex.tasks import DataError, get_task
+    from hardex.tasks.rows import listed
+
+    for name, kind in (("rows", int), ("ids", str)):
+        try:  # a list from a file becomes the list itself: params carry it, so editing the file reruns
+            spec[name] = listed(spec.get(name), kind, f"{key}.{name}")
+        except DataError as e:
+            raise ConfigError(str(e)) from None
+        if spec[name] is None:
+            del spec[name]
+    if "start" in spec and "stop" in spec and spec["start"] >= spec["stop"]:
+        raise ConfigError(f"{key}: start {spec['start']} is not before stop {spec['stop']}: no rows")
+    if family not in SYNTHETIC_FAMILIES:
+        if not (spec.get("hub") or spec.get("file")):
+            raise ConfigError(f"{key}: give a hub dataset (hub, config, split) or a local file (file)")
+        if spec.get("file") and "{config}" not in spec["file"] and not Path(spec["file"]).exists():
+            raise ConfigError(f"{key}.file: {spec['file']!r} does not exist")
+        return
+    for need in ("n", "seed", "difficulty"):
+        if need not in spec:
+            raise ConfigError(f"{key}.{need}: required for synthetic family {family!r}")
+    if split not in ("pool", "test", "ood", "sft"):
+        raise ConfigError(f"{key}: synthetic splits are pool, test, ood and sft, not {split!r}")
+    for window in ("difficulty", "people"):
+        if window in spec and spec[window][0] > spec[window][1]:
+            raise ConfigError(f"{key}.{window}: {spec[window]} must be [low, high] with low <= high")
+    room = get_task(family).capacity({**spec, "name": split})
+    if spec["n"] > room // 2:  # beyond half of them, drawing distinct items takes ever longer
+        raise ConfigError(f"{key}.n: {spec['n']} items asked, but only about {room} distinct ones exist in this split "
+                          f"for difficulty {spec['difficulty']}; ask for at most {room // 2} or widen the difficulty range")
+
+
 def _cross_checks(cfg: dict) -> None:
     """What a schema cannot say: references between sections, arithmetic between keys."""
     datasets = cfg["datasets"]
@@ -87,32 +123,9 @@ def _cross_checks(cfg: dict) -> None:
                 f"({', '.join(datasets[ds]['splits'])})"
             )
 
-    from hardex.tasks import DataError
-    from hardex.tasks.rows import listed
-
     for ds, dcfg in datasets.items():
         for split, spec in dcfg["splits"].items():
-            key = f"datasets.{ds}.splits.{split}"
-            for name, kind in (("rows", int), ("ids", str)):
-                try:  # a list from a file becomes the list itself: params carry it, so editing the file reruns
-                    spec[name] = listed(spec.get(name), kind, f"{key}.{name}")
-                except DataError as e:
-                    raise ConfigError(str(e)) from None
-                if spec[name] is None:
-                    del spec[name]
-            if dcfg["family"] in SYNTHETIC_FAMILIES:
-                for need in ("n", "seed", "difficulty"):
-                    if need not in spec:
-                        raise ConfigError(f"{key}.{need}: required for synthetic family {dcfg['family']!r}")
-                if split not in ("pool", "test", "ood", "sft"):
-                    raise ConfigError(f"{key}: synthetic splits are pool, test, ood and sft, not {split!r}")
-                lo, hi = spec["difficulty"]
-                if lo > hi:
-                    raise ConfigError(f"{key}.difficulty: {spec['difficulty']} must be [low, high] with low <= high")
-            elif not (spec.get("hub") or spec.get("file")):
-                raise ConfigError(f"{key}: give a hub dataset (hub, config, split) or a local file (file)")
-            elif spec.get("file") and "{config}" not in spec["file"] and not Path(spec["file"]).exists():
-                raise ConfigError(f"{key}.file: {spec['file']!r} does not exist")
+            _check_split(f"datasets.{ds}.splits.{split}", dcfg["family"], split, spec)
     for task, tcfg in cfg["tasks"].items():
         split_exists(tcfg["pool"], f"tasks.{task}.pool")
         for i, b in enumerate(tcfg["benchmarks"]):
@@ -147,14 +160,19 @@ def _cross_checks(cfg: dict) -> None:
                 tier_values(cfg["selection"]["tiers"], strategy, task)
             except SelectionError as e:
                 raise ConfigError(f"selection.strategies: {e}") from None
+    ev = cfg["evaluation"]
     for ref, dec in decodings(cfg).items():
+        override = ev["overrides"].get(ref, {})
+
+        def where(k: str) -> str:  # the key a decoding setting of this benchmark comes from
+            return f"evaluation.overrides.{ref}.{k}" if k in override else f"evaluation.decoding.{k}"
+
         if dec["temperature"] == 0 and dec["n_samples"] != 1:
-            raise ConfigError(f"evaluation.overrides.{ref}.n_samples: greedy decoding (temperature 0) takes n_samples 1")
+            raise ConfigError(f"{where('n_samples')}: greedy decoding ({where('temperature')} 0) takes n_samples 1 "
+                              f"(benchmark {ref})")
         if max(dec["pass_k"]) > dec["n_samples"]:
-            raise ConfigError(
-                f"evaluation.overrides.{ref}.pass_k: {dec['pass_k']} needs n_samples >= {max(dec['pass_k'])} "
-                f"(n_samples is {dec['n_samples']})"
-            )
+            raise ConfigError(f"{where('pass_k')}: {dec['pass_k']} needs n_samples >= {max(dec['pass_k'])} for benchmark "
+                              f"{ref}; {where('n_samples')} is {dec['n_samples']}")
 
 
 def _check_split_fields(datasets: dict) -> None:
@@ -245,8 +263,22 @@ def canonicalize(node: Any) -> Any:
     return node
 
 
+def _check_finite(node: Any, path: tuple = ()) -> None:
+    """NaN and infinity (YAML's .nan and .inf) pass every schema bound, since comparisons with NaN are
+    false: refuse them by key before anything else reads them."""
+    if isinstance(node, float) and not math.isfinite(node):
+        raise ConfigError(f"{_path(path)}: {node} is not a finite number")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_finite(v, (*path, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_finite(v, (*path, i))
+
+
 def check_config(config: dict[str, Any], schema_path: Path = SCHEMA) -> dict[str, Any]:
     """Validate `config` in place (defaults filled, keys sorted) or raise ConfigError with one line."""
+    _check_finite(config)
     # a model's grpo block overrides only the keys it writes: the schema's defaults (filled in by the
     # validation) must not override the top-level grpo section
     overrides = {m: copy.deepcopy(v.get("grpo")) for m, v in (config.get("models") or {}).items()

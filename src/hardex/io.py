@@ -11,6 +11,20 @@ from typing import Any
 import polars as pl
 
 
+class DamagedFileError(OSError):
+    """A result file that exists but cannot be read (cut short by a full disk or a killed copy)."""
+
+
+def read_parquet(path: str | Path, **kwargs) -> pl.DataFrame:
+    """pl.read_parquet, naming the file when it is damaged (polars' own message does not) and saying how
+    to get it back: Snakemake remakes a deleted output on the next run."""
+    try:
+        return pl.read_parquet(path, **kwargs)
+    except (pl.exceptions.ComputeError, OSError) as e:
+        raise DamagedFileError(f"{path}: damaged or incomplete ({str(e).splitlines()[0]}); delete it and run "
+                               f"snakemake again to remake it") from None
+
+
 def _tmp(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 

@@ -71,6 +71,39 @@ def _file_digest(path: Path) -> str:
     return _file_digests[key]
 
 
+class ModelError(ValueError):
+    """A config model that cannot be loaded; str() is one line: which case it is and what to do."""
+
+
+def resolve_model(path: str | Path) -> str:
+    """The local folder `from_pretrained` loads for a config model: the directory itself, or the hub
+    snapshot in the cache (downloaded first when the network allows, as loading would). Anything else is
+    a ModelError naming the case: a directory without a tokenizer or config, a hub id unreachable
+    offline or not found, or a path that is neither."""
+    folder = Path(path).expanduser()
+    if folder.is_dir():
+        for need, files in (("a model config", ("config.json",)),
+                            ("a tokenizer", ("tokenizer.json", "tokenizer_config.json", "tokenizer.model"))):
+            if not any((folder / f).exists() for f in files):
+                raise ModelError(f"{path}: a local directory without {need} ({' or '.join(files)}); save it beside "
+                                 f"the weights (save_pretrained), or give another directory or a hub id")
+        return str(folder)
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        return snapshot_download(str(path), allow_patterns=[f"*{s}" for s in FINGERPRINT_SUFFIXES])
+    except HFValidationError:
+        raise ModelError(f"{path}: no such local directory (relative paths start from the working directory) and "
+                         f"not a hub id (owner/name)") from None
+    except RepositoryNotFoundError:
+        raise ModelError(f"{path}: no such local directory, and the hub has no model of that name") from None
+    except LocalEntryNotFoundError:
+        raise ModelError(f"{path}: no such local directory, and this hub model is not in the cache while the hub "
+                         f"cannot be reached; give a local directory, or fill the cache where there is network "
+                         f"(huggingface-cli download {path}) and run with HF_HUB_OFFLINE=1") from None
+
+
 def model_fingerprint(path: str | Path) -> str:
     """A hash of what decides a model's outputs: its weights, configs and tokenizer files.
 
@@ -78,11 +111,7 @@ def model_fingerprint(path: str | Path) -> str:
     a model rebuilt under the same path (new weights) never reuses the old model's work. A hub id is
     resolved to its cached snapshot (downloaded first if needed, as loading it would).
     """
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
-        from huggingface_hub import snapshot_download
-
-        folder = Path(snapshot_download(str(path), allow_patterns=[f"*{s}" for s in FINGERPRINT_SUFFIXES]))
+    folder = Path(resolve_model(path))
     files = sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in FINGERPRINT_SUFFIXES
                    and f.name not in FINGERPRINT_SKIP and not any(p.startswith(".") for p in f.relative_to(folder).parts))
     if not any(f.suffix in (".safetensors", ".bin", ".pt", ".pth") for f in files):

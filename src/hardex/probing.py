@@ -36,7 +36,7 @@ import numpy as np
 import polars as pl
 
 from hardex.generation import Sampling
-from hardex.io import write_parquet_atomic
+from hardex.io import DamagedFileError, read_parquet, write_parquet_atomic
 
 # bump when the way samples are drawn changes, so chunks drawn the old way are never reused
 SAMPLER_VERSION = "keyed-v1"
@@ -162,7 +162,8 @@ def probe_pool(
         prompts = all_prompts[c * chunk_size : (c + 1) * chunk_size]
         counts_file = work_dir / f"chunk{c:05d}-{tag}-{_rows_tag(part, prompts)}.counts.parquet"
         samples_file = counts_file.with_name(counts_file.name.replace(".counts.", ".samples."))
-        if counts_file.exists() and samples_file.exists():
+        done = _read_chunk(counts_file, samples_file, log=log)
+        if done:
             log(f"chunk {c + 1}/{n_chunks}: reused {counts_file.name}")
         else:
             generator = generator or generator_factory()
@@ -171,9 +172,24 @@ def probe_pool(
             write_parquet_atomic(smp, samples_file)  # samples first: counts mark the chunk done
             write_parquet_atomic(cnt, counts_file)
             log(f"chunk {c + 1}/{n_chunks}: probed {len(part)} examples x {settings['k']} samples")
-        counts.append(pl.read_parquet(counts_file))
-        samples.append(pl.read_parquet(samples_file))
+            done = (cnt, smp)
+        counts.append(done[0])
+        samples.append(done[1])
     return pl.concat(counts), pl.concat(samples)
+
+
+def _read_chunk(*files: Path, log=print) -> tuple[pl.DataFrame, ...] | None:
+    """The finished chunk's frames, or None when it must be probed: missing, or damaged (a disk that
+    filled up, a copy cut short), in which case it is named and removed."""
+    if not all(f.exists() for f in files):
+        return None
+    try:
+        return tuple(read_parquet(f) for f in files)
+    except DamagedFileError as e:
+        log(f"{e}: probing it again")
+        for f in files:
+            f.unlink(missing_ok=True)
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -449,9 +465,10 @@ def probe_pool_adaptive(
     def draw(idx: np.ndarray, first: int, take: int) -> np.ndarray:
         which = [int(i) for i in idx]
         path = files(f"s{first:04d}+{take}", which)
-        if path.exists():
+        found = _read_chunk(path, log=log)
+        if found:
             log(f"reused {path.name}")
-            df = pl.read_parquet(path)
+            df = found[0]
         else:
             comps = gen().generate([prompts[i] for i in which], take, sampling, seed=seed, desc="probe",
                                    keys=[ids[i] for i in which], first_sample=first)
@@ -469,8 +486,9 @@ def probe_pool_adaptive(
     taken, correct, history = adaptive_rounds(len(rows), k, cfg, budgets, draw, log=log)
 
     gpath = work_dir / f"adaptive-greedy-{_chunk_tag(settings, identity)}-{_rows_tag(rows, prompts)}.parquet"
-    if gpath.exists():
-        greedy = pl.read_parquet(gpath)
+    found = _read_chunk(gpath, log=log)
+    if found:
+        greedy = found[0]
     else:
         g = gen().generate(prompts, 1, Sampling(0.0, 1.0, sampling.max_new_tokens), seed=seed, desc="greedy",
                            keys=ids)

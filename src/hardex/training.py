@@ -77,6 +77,21 @@ def checkpoint_steps(ckpt_dir: Path) -> list[int]:
     return sorted(steps)
 
 
+def checkpoint_damage(folder: Path) -> str | None:
+    """Why a saved checkpoint cannot be resumed (a weight file or the trainer state cut short by a full
+    disk or a kill during the save), or None when it is whole."""
+    from safetensors import safe_open
+
+    try:
+        json.loads((folder / "trainer_state.json").read_text())
+        for f in sorted(folder.glob("*.safetensors")):
+            with safe_open(str(f), "pt"):  # reads the header, and checks the file holds all it announces
+                pass
+    except Exception as e:  # any unreadable part makes the whole checkpoint unusable
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return None
+
+
 def _step_recorder(path: Path):
     from transformers import TrainerCallback
 
@@ -292,6 +307,9 @@ def train_grpo(
     write_json_atomic({"hash": tag, "grpo": g, "seed": seed, "identity": identity}, marker)
 
     done = checkpoint_steps(ckpt_dir)
+    while done and (damage := checkpoint_damage(ckpt_dir / f"checkpoint-{done[-1]}")):
+        log(f"checkpoint-{done[-1]} is damaged ({damage}); removed, resuming from the one before")
+        shutil.rmtree(ckpt_dir / f"checkpoint-{done.pop()}")
     resume = f"{ckpt_dir}/checkpoint-{done[-1]}" if done else None
     # the step record must match the checkpoint we resume from: drop rows logged after it
     kept = []

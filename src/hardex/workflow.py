@@ -49,6 +49,14 @@ def set_threads(n: int) -> None:
     torch.set_num_threads(max(1, int(n)))
 
 
+def job_model(model: dict) -> dict:
+    """A rule's `model` params with the path `from_pretrained` loads: a model that cannot be found fails
+    here, in the first job that touches it, with one line (hardex.models.ModelError)."""
+    from hardex.models import resolve_model
+
+    return {**model, "path": resolve_model(model["path"])}
+
+
 def renderer(tokenizer_path: str, chat: bool):
     """A function user_text -> model input text for this model (chat template or plain, with the
     special tokens the model expects: see hardex.models.render_prompt)."""

@@ -42,7 +42,8 @@ class GSM8KTask(Task):
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
         spec = {"config": "main", **spec}
         rows, origin = read_rows(spec, root, self)
-        split = spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")
+        # ids name the config split: two splits of a dataset never share one, whatever their files are called
+        split = spec.get("name") or spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")
         prefix = spec.get("id_prefix") or f"gsm8k-{split}"
         records, wheres = [], []
         for i, row in enumerate(rows):

@@ -130,7 +130,7 @@ class MATHTask(Task):
             not spec.get("file") and not spec.get("config") and spec.get("hub") in PER_SUBJECT_HUBS
         )
         sources = config_specs(spec, wanted or list(SUBJECTS.values())) if per_subject else [spec]
-        split = spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")
+        split = spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")  # a filtered split keeps the ids of the whole
         prefix = spec.get("id_prefix") or f"math-{split}"
 
         records, wheres, origin = [], [], ""

@@ -60,7 +60,8 @@ class QATask(Task):
             have = ", ".join(sorted(column_name(rows[0], c) for c in rows[0]))
             raise DataError(f"{origin}: no column {fields['question']!r} or {fields['answer']!r} (columns: {have}); "
                             f"name yours with fields: {{question: ..., answer: ...}}")
-        split = spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")
+        # ids name the config split: two splits of a dataset never share one, whatever their files are called
+        split = spec.get("name") or spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")
         prefix = spec.get("id_prefix") or f"qa-{split}"
         records, wheres = [], []
         for i in range(len(rows))[spec.get("start"):spec.get("stop")]:

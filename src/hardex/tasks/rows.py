@@ -25,7 +25,12 @@ def read_local(path: str | Path, root: Path | None = None) -> list[dict[str, Any
     try:
         if p.suffix == ".parquet":
             return pl.read_parquet(p).to_dicts()
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:  # say where, as a row (JSON lines) and a line: a byte offset helps no one
+            line = raw[: e.start].count(b"\n")
+            raise DataError(f"{p}: row {line} (line {line + 1}): not UTF-8 text (byte {e.start})") from None
         if p.suffix == ".jsonl" or (p.suffix != ".json" and text.lstrip().startswith("{") and "\n{" in text):
             return _json_lines(text, p)
         try:
@@ -133,6 +138,8 @@ def read_rows(spec: dict[str, Any], root: Path | None, task: Task) -> tuple[list
 def field(row: dict[str, Any], key: str, origin: str, i: int) -> str:
     """A required non-empty text field of a raw row, or a DataError naming origin, row and column."""
     value = row.get(key)
+    if isinstance(value, (list, dict)):
+        raise DataError(f"{origin}: row {i}: {column_name(row, key)!r} is a {type(value).__name__}, not one text value")
     if value is None or not str(value).strip():
         raise DataError(f"{origin}: row {i}: no {column_name(row, key)!r}")
     return str(value)

@@ -17,6 +17,7 @@ into another, whatever their seeds.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,16 @@ class _SyntheticTask(Task):
     def make_item(self, rng: random.Random, difficulty: int, spec: dict[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
+        """How many different questions `make_item` can write at this difficulty."""
+        raise NotImplementedError
+
+    def capacity(self, spec: dict[str, Any]) -> int:
+        """About how many distinct items the split's hash bucket holds: what `n` may ask for at most."""
+        lo, hi = SPLIT_BUCKETS[spec["name"]]
+        d_lo, d_hi = spec["difficulty"]
+        return int((hi - lo) * sum(self.distinct_items(d, spec) for d in range(d_lo, d_hi + 1)))
+
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
         check_fields(self, spec.get("fields"))  # generated rows have no columns to rename
         split = spec.get("name")  # the config split name: pool, test, ood or sft
@@ -85,6 +96,18 @@ class ArithTask(_SyntheticTask):
 
     name = "arith"
     answer_kind = "number"
+
+    def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
+        paths = {v: 1 for v in range(1, 10)}  # questions ending at each value, by the rules of make_item
+        for _ in range(difficulty):
+            nxt: dict[int, int] = {}
+            for v, count in paths.items():
+                ends = [v + k for k in range(1, min(5, MAX_VALUE - v) + 1)] + [v - k for k in range(1, min(5, v) + 1)]
+                ends += [2 * v] if 1 <= v <= MAX_VALUE // 2 else []
+                for w in ends:
+                    nxt[w] = nxt.get(w, 0) + count
+            paths = nxt
+        return sum(paths.values())
 
     def make_item(self, rng: random.Random, difficulty: int, spec: dict[str, Any]) -> dict[str, Any]:
         value = rng.randint(1, 9)
@@ -124,6 +147,10 @@ class SwapsTask(_SyntheticTask):
 
     name = "swaps"
     answer_kind = "choice"
+
+    def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
+        p_lo, p_hi = spec.get("people", [3, 3])  # objects in order, swaps as ordered pairs, the person asked
+        return sum(math.perm(len(COLOURS), n) * (n * (n - 1)) ** difficulty * n for n in range(p_lo, p_hi + 1))
 
     def make_item(self, rng: random.Random, difficulty: int, spec: dict[str, Any]) -> dict[str, Any]:
         p_lo, p_hi = spec.get("people", [3, 3])

@@ -1,0 +1,18 @@
+"""Refuse a task whose pool holds questions of its benchmarks (beyond what the config accepts)."""
+import sys
+
+sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
+
+from hardex.io import read_parquet, write_json_atomic
+from hardex.overlap import check_task
+from hardex.workflow import job_log
+
+with job_log(snakemake) as log:
+    p = snakemake.params
+    benchmarks = {ref: read_parquet(f) for ref, f in zip(p.benchmarks, snakemake.input.benchmarks)}
+    result = check_task(snakemake.wildcards.task, p.pool, read_parquet(snakemake.input.pool), benchmarks,
+                        p.allowed)
+    write_json_atomic(result, snakemake.output[0])
+    for ref, f in result["benchmarks"].items():
+        log(f"{ref}: {f['overlap']} of {f['n_benchmark']} questions in the pool ({f['exact']} exact, "
+            f"{f['normalized']} after normalizing)")
