@@ -98,16 +98,23 @@ def test_unknown_strategies_get_distinct_colours():
     assert len(set(colours.values())) == 3 and colours["hard"] == P.STRATEGY_COLORS["hard"]
 
 
-def test_capacity_figure(tmp_path, data):
+def test_capacity_figure(tmp_path, data, monkeypatch):
+    real_save = P.save_figure
     """Gain and learnable % of each strategy against model size: one row per task, a line per strategy."""
     res, _, _ = data
     summary = A.run_summary(res)
     gains, learn = A.gain_table(res, summary=summary), A.learnable_table(summary)
     models = sorted(set(gains["model"]))
     assert len(models) >= 2  # the fixture's models stand for two capacities
-    capacity = {m: 1e6 * 10 ** i for i, m in enumerate(models)}
+    capacity = {m: 1.4e6 * (1 + i) for i, m in enumerate(models)}  # sizes within a decade, as the CPU study's
+    figures = []
+    monkeypatch.setattr(P, "save_figure", lambda fig, paths, dpi: figures.append(fig) or real_save(fig, paths, dpi))
     paths = P.plot_capacity(gains, learn, capacity, [tmp_path / "capacity.png", tmp_path / "capacity.pdf"], STYLE)
     _check(paths)
+    # one named tick per model, and no minor labels: near sizes on a log axis gave overlapping ones
+    for ax in figures[0].axes[:2]:
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{m}\n{P._human_count(capacity[m])}" for m in models]
+        assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
 
 
 def test_model_parameters_come_from_the_build_or_the_config(tmp_path):

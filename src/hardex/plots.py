@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # files only: no display on cluster nodes or in tests
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import polars as pl  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
@@ -361,6 +362,14 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
 # ---- gain and learnable % against model capacity ----------------------------------------------------
 
 
+def _human_count(n: float) -> str:
+    """1412608 -> '1.41M': parameter counts as people write them."""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:.0f}"
+
+
 def plot_capacity(gains: pl.DataFrame, learnable: pl.DataFrame, capacity: dict[str, float],
                   paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
     """Per task (rows): the gain of each strategy against the model's size (left), with its interval,
@@ -395,7 +404,11 @@ def plot_capacity(gains: pl.DataFrame, learnable: pl.DataFrame, capacity: dict[s
                 if col == "gain":
                     ax.axhline(0, color="0.3", lw=0.8)
                 ax.set_xscale("log")
-                ax.set_xlabel("model parameters")
+                # one tick per model, named: log-scale minor labels overlap when the sizes are close
+                sizes = sorted(capacity.items(), key=lambda kv: kv[1])
+                ax.set_xticks([v for _, v in sizes], [f"{name}\n{_human_count(v)}" for name, v in sizes])
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+                ax.set_xlabel("model (parameters)")
                 ax.set_ylabel(label)
                 ax.set_title(f"{task}: {'gain' if col == 'gain' else 'learnable %'} by capacity")
         handles, labels = axes[0][0].get_legend_handles_labels()
