@@ -36,9 +36,9 @@ def test_budget_strategies_take_exactly_floor_pn(probe, strategy):
 
 def test_hard_and_easy_are_the_extremes(probe):
     hard, easy = select(probe, "hard", 0.1, 0), select(probe, "easy", 0.1, 0)
-    rest = probe.filter(~pl.col("id").is_in(hard["id"]))
+    rest = probe.filter(~pl.col("id").is_in(hard["id"].to_list()))
     assert hard["pass_rate"].max() <= rest["pass_rate"].min()
-    rest = probe.filter(~pl.col("id").is_in(easy["id"]))
+    rest = probe.filter(~pl.col("id").is_in(easy["id"].to_list()))
     assert easy["pass_rate"].min() >= rest["pass_rate"].max()
     assert not set(hard["id"]) & set(easy["id"])
 
