@@ -4,6 +4,7 @@ test split over the base model, with a paired bootstrap 95 % interval over test 
 
     python benchmarks/grpo_sweep.py --model results/models/tiny           # the model the workflow built
     python benchmarks/grpo_sweep.py --steps 30 60 --lr 3e-5 1e-4 2e-4 --loss grpo:group dapo:none
+    python benchmarks/grpo_sweep.py --config experiments/cpu_study.yaml --model results/models/large --tasks swaps
 
 Each setting trains on the whole pool of a task (the `full` strategy, the largest subset) or on a random
 subset of it (`--subset`) from the base model, then samples the test split `--eval-samples` times per
@@ -27,6 +28,7 @@ from _common import OUT, ROOT, built_model, dump, machine
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="a built model folder (default: build the default's once)")
+    ap.add_argument("--config", default="config.yaml", help="the config whose datasets and grpo section to use")
     ap.add_argument("--tasks", nargs="+", default=["arith", "swaps"])
     ap.add_argument("--steps", nargs="+", type=int, default=[30])
     ap.add_argument("--lr", nargs="+", type=float, default=[3e-5, 1e-4, 2e-4])
@@ -52,7 +54,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     model = built_model(args.model)
-    cfg = check_config(yaml.safe_load((ROOT / "config.yaml").read_text()))
+    cfg = check_config(yaml.safe_load((ROOT / args.config).read_text()))
     render = lambda text: render_prompt(None, text, False)  # noqa: E731 - the default's plain prompts
     decoding = {"n_samples": args.eval_samples, "temperature": 1.0, "top_p": 1.0,
                 "max_new_tokens": cfg["evaluation"]["decoding"]["max_new_tokens"]}
