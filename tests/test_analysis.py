@@ -233,6 +233,18 @@ def test_load_results_reads_keys_from_paths(results):
         A.load_results(["elsewhere.parquet"], [])
 
 
+@pytest.mark.parametrize("which", ["evals", "bases"])
+def test_a_damaged_result_file_is_named(one_seed, which):
+    from hardex.io import DamagedFileError
+
+    f = one_seed
+    damaged = Path(f[which][0])
+    with open(damaged, "r+b") as fh:
+        fh.truncate(damaged.stat().st_size // 2)
+    with pytest.raises(DamagedFileError, match=f"{damaged}: damaged or incomplete"):
+        A.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K)
+
+
 def test_gain_table_one_seed_uses_paired_bootstrap(results):
     t = A.gain_table(results, 0.95, 500, seed=0)
     assert t.height == 2 * 2 * 5

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from hardex.evaluation import accuracy_by_tier, sort_tiers, summarize
-from hardex.io import read_parquet
+from hardex.io import parquet_columns, read_parquet
 from hardex.training import learnable_pct
 
 RUN_KEYS = ["model", "task", "strategy", "seed"]
@@ -107,8 +107,8 @@ def load_results(
     base_keys = [(f, _keys(EVAL_BASE_RE, f)) for f in base_files]
     runs = [_with_keys(read_parquet(f, columns=OUTCOME_COLUMNS), k) for f, k in run_keys]
     # the base model is evaluated once per run seed (column seed), with that seed's evaluation noise
-    bases = [_with_keys(read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS]
-                                                    if c in pl.read_parquet_schema(f)]), k) for f, k in base_keys]
+    bases = [_with_keys(read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS] if c in have]), k)
+             for f, k in base_keys for have in [parquet_columns(f)]]
     if not runs or not bases:
         raise AnalysisError("no evaluation results to analyse (need run and base evaluation files)")
     runs_df = pl.concat(runs, how="diagonal_relaxed")
