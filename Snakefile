@@ -28,5 +28,8 @@ report: "report/workflow.rst"
 rule all:
     default_target: True
     input:
-        all_targets(),
+        PROBE_FILES,
+        SUBSET_FILES,
+        BASE_FILES,
+        EVAL_FILES,
         REPORT_TARGETS,

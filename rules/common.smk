@@ -8,11 +8,22 @@ from snakemake.io import report as report_entry
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from hardex import analysis as hxa
-from hardex import config as hx
+from hardex import layout
+from hardex.config import (
+    check_or_exit,
+    decodings,
+    grpo_settings,
+    probe_settings,
+    run_length,
+    split_spec,
+)
+from hardex.report import AnalysisError
+from hardex.report.reference import reference_path
+from hardex.report.render import TABLE_FORMATS
+from hardex.report.tables import TABLES
 from hardex.selection import tier_values
 
-config = hx.check_or_exit(
+config = check_or_exit(
     config,
     workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"],
 )
@@ -40,22 +51,34 @@ wildcard_constraints:
     seed=r"\d+",
 
 
+def fill(template):
+    """An input function or param: the layout's template filled with the job's wildcards."""
+    return lambda wildcards: layout.fill(template, **dict(wildcards.items()))
+
+
 def data_file(ref):
-    """results/data/{dataset}/{split}.parquet for a 'dataset/split' reference."""
-    return f"results/data/{ref}.parquet"
+    """The data file of a 'dataset/split' reference."""
+    dataset, split = ref.split("/", 1)
+    return layout.fill(layout.DATA, dataset=dataset, split=split)
+
+
+def pool_file(wildcards):
+    return data_file(config["tasks"][wildcards.task]["pool"])
+
+
+def pool_family(wildcards):
+    return split_spec(config, config["tasks"][wildcards.task]["pool"])["family"]
 
 
 def model_dir(wildcards):
     """Input that a job needs for its model: the built model's folder, or nothing for hub/local ones."""
-    return (
-        [f"results/models/{wildcards.model}"] if wildcards.model in BUILT_MODELS else []
-    )
+    return [fill(layout.MODEL)(wildcards)] if wildcards.model in BUILT_MODELS else []
 
 
 def model_params(wildcards):
     """What identifies the model (its config entry and where from_pretrained finds it)."""
     m = config["models"][wildcards.model]
-    path = f"results/models/{wildcards.model}" if m["path"] == "build" else m["path"]
+    path = fill(layout.MODEL)(wildcards) if m["path"] == "build" else m["path"]
     return {"path": path, "chat": m["chat"], "dtype": m["dtype"]}
 
 
@@ -75,27 +98,12 @@ RUN_JOB_THREADS = config["compute"]["run_threads"]
 MODEL_JOB_GPU = config["compute"]["gpu"]
 
 
-def all_targets():
-    targets = []
-    for m in MODELS:
-        for t in TASKS:
-            targets.append(f"results/probe/{m}/{t}.parquet")
-            targets += expand(
-                "results/subsets/{m}/{t}/{s}/seed{seed}.parquet",
-                m=m,
-                t=t,
-                s=STRATEGIES,
-                seed=SEEDS,
-            )
-            targets.append(f"results/eval/{m}/base/{t}.parquet")
-            targets += expand(
-                "results/eval/{m}/{t}/{s}/seed{seed}.parquet",
-                m=m,
-                t=t,
-                s=STRATEGIES,
-                seed=SEEDS,
-            )
-    return targets
+def every(template, **fields):
+    """The template filled with every model, task, strategy and seed it names (`fields` narrows them)."""
+    values = dict(model=MODELS, task=TASKS, strategy=STRATEGIES, seed=SEEDS) | fields
+    return expand(
+        template, **{k: v for k, v in values.items() if f"{{{k}}}" in template}
+    )
 
 
 def benchmark_inputs(wildcards):
@@ -104,12 +112,12 @@ def benchmark_inputs(wildcards):
 
 def benchmark_params(wildcards):
     """Each benchmark of the task with its family and decoding (what changes its results)."""
-    decodings = hx.decodings(config)
+    decoding = decodings(config)
     return [
         {
             "ref": b,
-            "family": hx.split_spec(config, b)["family"],
-            "decoding": decodings[b],
+            "family": split_spec(config, b)["family"],
+            "decoding": decoding[b],
         }
         for b in config["tasks"][wildcards.task]["benchmarks"]
     ]
@@ -145,59 +153,30 @@ FIGURES += ["capacity"] if len(MODELS) > 1 else []
 # a reference that does not exist is a config mistake: stop before any job is planned
 try:
     REFERENCE_FILE = (
-        [str(hxa.reference_path(REPORT["reference"]))] if REPORT["reference"] else []
+        [str(reference_path(REPORT["reference"]))] if REPORT["reference"] else []
     )
-except hxa.AnalysisError as e:
+except AnalysisError as e:
     sys.exit(f"hardex: config error: {e}")
 
 REPORT_TARGETS = (
-    expand(
-        "results/tables/{name}.{ext}",
-        name=[*hxa.TABLES, "compute"],
-        ext=hxa.TABLE_FORMATS,
-    )
-    + ["results/regression.json"]
-    + expand("results/figures/{fig}.{ext}", fig=FIGURES, ext=["png", *FIGURE_FORMATS])
+    every(layout.TABLE, name=[*TABLES, "compute"], ext=TABLE_FORMATS)
+    + [layout.REGRESSION]
+    + every(layout.FIGURE, name=FIGURES, ext=["png", *FIGURE_FORMATS])
 )
 
-EVAL_FILES = expand(
-    "results/eval/{m}/{t}/{s}/seed{seed}.parquet",
-    m=MODELS,
-    t=TASKS,
-    s=STRATEGIES,
-    seed=SEEDS,
-)
-BASE_FILES = expand("results/eval/{m}/base/{t}.parquet", m=MODELS, t=TASKS)
-STEPS_FILES = expand(
-    "results/train/{m}/{t}/{s}/seed{seed}/steps.parquet",
-    m=MODELS,
-    t=TASKS,
-    s=STRATEGIES,
-    seed=SEEDS,
-)
-PROBE_FILES = expand("results/probe/{m}/{t}.parquet", m=MODELS, t=TASKS)
-OVERLAP_FILES = expand("results/overlap/{t}.json", t=TASKS)
-SUBSET_FILES = expand(
-    "results/subsets/{m}/{t}/{s}/seed{seed}.parquet",
-    m=MODELS,
-    t=TASKS,
-    s=STRATEGIES,
-    seed=SEEDS,
-)
-# Snakemake's benchmark file of every model job (wall time, memory), read by the compute table
-TIMING_FILES = (
-    expand("results/benchmarks/build_model/{m}.tsv", m=BUILT_MODELS)
-    + expand("results/benchmarks/probe/{m}/{t}.tsv", m=MODELS, t=TASKS)
-    + expand("results/benchmarks/evaluate_base/{m}/{t}.tsv", m=MODELS, t=TASKS)
-    + expand(
-        "results/benchmarks/{stage}/{m}/{t}/{s}/seed{seed}.tsv",
-        stage=["train", "evaluate_run"],
-        m=MODELS,
-        t=TASKS,
-        s=STRATEGIES,
-        seed=SEEDS,
-    )
-)
+EVAL_FILES = every(layout.EVAL_RUN)
+BASE_FILES = every(layout.EVAL_BASE)
+STEPS_FILES = every(layout.STEPS)
+PROBE_FILES = every(layout.PROBE)
+OVERLAP_FILES = every(layout.OVERLAP)
+SUBSET_FILES = every(layout.SUBSET)
+BUILT_MODEL_DIRS = every(layout.MODEL, model=BUILT_MODELS)
+# the timing file of every model job (wall time, memory), read by the compute table
+TIMING_FILES = [
+    f
+    for stage, template in layout.TIMINGS.items()
+    for f in every(template, model=BUILT_MODELS if stage == "build_model" else MODELS)
+]
 
 
 def _config_name():
@@ -217,24 +196,34 @@ PROVENANCE = {
     "strategies": STRATEGIES,
     "seeds": SEEDS,
     "budget": config["selection"]["budget"],
-    "steps": {m: hx.run_length(hx.grpo_settings(config, m)) for m in MODELS},
+    "steps": {m: run_length(grpo_settings(config, m)) for m in MODELS},
 }
 BENCHMARKS = {t: config["tasks"][t]["benchmarks"] for t in TASKS}
-PASS_K = {b: d["pass_k"] for b, d in hx.decodings(config).items()}
+PASS_K = {b: d["pass_k"] for b, d in decodings(config).items()}
 STATS = {"ci_level": REPORT["ci_level"], **REPORT["bootstrap"]}
 # group size G per model: the learnable % a subset should give is predicted from the probe with it
-GENERATIONS = {m: hx.grpo_settings(config, m)["num_generations"] for m in MODELS}
+GENERATIONS = {m: grpo_settings(config, m)["num_generations"] for m in MODELS}
 STYLE = {k: v for k, v in REPORT["figures"].items() if k != "formats"}
+
+
+def table_output(name, title):
+    """The table's HTML page, in the HTML report (its title and note say what it holds)."""
+    return report_entry(
+        layout.fill(layout.TABLE, name=name, ext="html"),
+        caption="../report/table.rst",
+        category="Tables",
+        labels={"table": title},
+    )
 
 
 def figure_outputs(name, label):
     """The figure's PNG (in the HTML report, with its caption) and its other formats."""
     return [
         report_entry(
-            f"results/figures/{name}.png",
+            layout.fill(layout.FIGURE, name=name, ext="png"),
             caption=f"../report/figures/{name}.rst",
             category="Figures",
             labels={"figure": label},
         ),
-        *expand("results/figures/{name}.{ext}", name=name, ext=FIGURE_FORMATS),
+        *every(layout.FIGURE, name=name, ext=FIGURE_FORMATS),
     ]

@@ -1,13 +1,13 @@
 rule dataset_split:
     """Materialize one split of a dataset (hub, local file, or generator) as Parquet."""
     output:
-        "results/data/{dataset}/{split}.parquet",
+        layout.DATA,
     log:
         "logs/data/{dataset}/{split}.log",
     conda:
         "../envs/generation.yaml"
     params:
-        source=lambda w: hx.split_spec(config, f"{w.dataset}/{w.split}"),
+        source=lambda w: split_spec(config, f"{w.dataset}/{w.split}"),
     script:
         "../scripts/dataset_split.py"
 
@@ -16,10 +16,10 @@ rule check_overlap:
     """The questions a task's benchmarks share with its pool: none, or as many as the config accepts
     (the gain would otherwise be measured on training data). Probing waits for it."""
     input:
-        pool=lambda w: data_file(config["tasks"][w.task]["pool"]),
+        pool=pool_file,
         benchmarks=benchmark_inputs,
     output:
-        "results/overlap/{task}.json",
+        layout.OVERLAP,
     log:
         "logs/overlap/{task}.log",
     conda:

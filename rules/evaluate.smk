@@ -5,11 +5,11 @@ rule evaluate_base:
         benchmarks=benchmark_inputs,
         model=model_dir,
     output:
-        "results/eval/{model}/base/{task}.parquet",
+        layout.EVAL_BASE,
     log:
         "logs/eval/{model}/base/{task}.log",
     benchmark:
-        "results/benchmarks/evaluate_base/{model}/{task}.tsv"
+        layout.TIMINGS["evaluate_base"]
     conda:
         "../envs/generation.yaml"
     threads: RUN_JOB_THREADS
@@ -33,14 +33,14 @@ rule evaluate_run:
     input:
         benchmarks=benchmark_inputs,
         model=model_dir,
-        steps="results/train/{model}/{task}/{strategy}/seed{seed}/steps.parquet",
-        final="results/train/{model}/{task}/{strategy}/seed{seed}/final",
+        steps=layout.STEPS,
+        final=layout.FINAL,
     output:
-        "results/eval/{model}/{task}/{strategy}/seed{seed}.parquet",
+        layout.EVAL_RUN,
     log:
         "logs/eval/{model}/{task}/{strategy}/seed{seed}.log",
     benchmark:
-        "results/benchmarks/evaluate_run/{model}/{task}/{strategy}/seed{seed}.tsv"
+        layout.TIMINGS["evaluate_run"]
     conda:
         "../envs/generation.yaml"
     threads: RUN_JOB_THREADS
@@ -54,6 +54,6 @@ rule evaluate_run:
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         eval_seed=config["evaluation"]["seed"],
         generation=config["generation"],
-        run_dir=lambda w: f"results/train/{w.model}/{w.task}/{w.strategy}/seed{w.seed}",
+        run_dir=fill(layout.RUN_DIR),
     script:
         "../scripts/evaluate.py"

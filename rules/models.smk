@@ -4,11 +4,11 @@ rule build_model:
         sft=sft_files,
         held_out=held_out_files,
     output:
-        directory("results/models/{model}"),
+        directory(layout.MODEL),
     log:
         "logs/models/{model}.log",
     benchmark:
-        "results/benchmarks/build_model/{model}.tsv"
+        layout.TIMINGS["build_model"]
     conda:
         "../envs/generation.yaml"
     threads: MODEL_JOB_THREADS
@@ -20,7 +20,7 @@ rule build_model:
         arch=lambda w: config["models"][w.model]["build"]["arch"],
         warmstart=lambda w: config["models"][w.model]["build"]["warmstart"],
         families=lambda w: [
-            hx.split_spec(config, r)["family"]
+            split_spec(config, r)["family"]
             for r in config["models"][w.model]["build"]["sft_from"]
         ],
     script:

@@ -1,16 +1,16 @@
 rule probe:
     """K samples per pool example from the base model (plus one greedy sample)."""
     input:
-        pool=lambda w: data_file(config["tasks"][w.task]["pool"]),
-        overlap="results/overlap/{task}.json",
+        pool=pool_file,
+        overlap=layout.OVERLAP,
         model=model_dir,
     output:
-        table="results/probe/{model}/{task}.parquet",
-        samples="results/probe/{model}/{task}.samples.parquet",
+        table=layout.PROBE,
+        samples=layout.PROBE_SAMPLES,
     log:
         "logs/probe/{model}/{task}.log",
     benchmark:
-        "results/benchmarks/probe/{model}/{task}.tsv"
+        layout.TIMINGS["probe"]
     conda:
         "../envs/generation.yaml"
     threads: MODEL_JOB_THREADS
@@ -20,12 +20,10 @@ rule probe:
         runtime=model_runtime,
     params:
         model=model_params,
-        family=lambda w: hx.split_spec(config, config["tasks"][w.task]["pool"])[
-            "family"
-        ],
+        family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
-        settings=lambda w: hx.probe_settings(config, w.task),
+        settings=lambda w: probe_settings(config, w.task),
         generation=config["generation"],
-        work_dir=lambda w: f"results/probe/{w.model}/{w.task}.chunks",
+        work_dir=fill(layout.PROBE_WORK),
     script:
         "../scripts/probe.py"

@@ -24,20 +24,8 @@ rule report_tables:
         overlaps=OVERLAP_FILES,
         reference=REFERENCE_FILE,
     output:
-        [
-            report(
-                f"results/tables/{name}.html",
-                caption=f"../report/tables/{name}.rst",
-                category="Tables",
-                labels={"table": title},
-            )
-            for name, title in hxa.TABLES.items()
-        ],
-        expand(
-            "results/tables/{name}.{ext}",
-            name=list(hxa.TABLES),
-            ext=["md", "csv", "tex"],
-        ),
+        [table_output(name, title) for name, title in TABLES.items()],
+        every(layout.TABLE, name=list(TABLES), ext=["md", "csv", "tex"]),
     log:
         "logs/report/tables.log",
     conda:
@@ -56,25 +44,20 @@ rule report_tables:
 
 
 rule report_compute:
-    """Wall time and peak memory per stage, from every model job's benchmark file.
+    """Wall time and peak memory per stage, from every model job's timing file.
 
-    The inputs are the jobs' outputs, not their benchmark files: a benchmark file missing (results
-    made before benchmarks were recorded) must not rerun a training job; the table says which are.
+    The inputs are the jobs' outputs, not their timing files: a timing file missing (results made
+    before timings were recorded) must not rerun a training job; the table says which are.
     """
     input:
-        models=expand("results/models/{m}", m=BUILT_MODELS),
+        models=BUILT_MODEL_DIRS,
         probes=PROBE_FILES,
         bases=BASE_FILES,
         steps=STEPS_FILES,
         evals=EVAL_FILES,
     output:
-        report(
-            "results/tables/compute.html",
-            caption="../report/tables/compute.rst",
-            category="Tables",
-            labels={"table": "compute per stage"},
-        ),
-        expand("results/tables/compute.{ext}", ext=["md", "csv", "tex"]),
+        table_output("compute", "compute per stage"),
+        every(layout.TABLE, name="compute", ext=["md", "csv", "tex"]),
     log:
         "logs/report/compute.log",
     conda:
@@ -96,7 +79,7 @@ rule report_regression:
         reference=REFERENCE_FILE,
     output:
         report(
-            "results/regression.json",
+            layout.REGRESSION,
             caption="../report/regression.rst",
             category="Regression",
             labels={"result": "gain on learnable %"},
@@ -137,13 +120,13 @@ rule report_figure_curves:
         names=REPORT["reference_names"],
         provenance=PROVENANCE,
     script:
-        "../scripts/report_figures.py"
+        "../scripts/report_figure_curves.py"
 
 
 rule report_figure_learnable:
     """Learnable % against gain with the fitted line and its band (Figure 3), from regression.json."""
     input:
-        regression="results/regression.json",
+        regression=layout.REGRESSION,
     output:
         figure_outputs("learnable_vs_gain", "learnable % vs gain"),
     log:
@@ -156,7 +139,7 @@ rule report_figure_learnable:
         reference=REPORT["reference"],
         provenance=PROVENANCE,
     script:
-        "../scripts/report_figures.py"
+        "../scripts/report_figure_learnable.py"
 
 
 rule report_figure_pool:
@@ -176,7 +159,7 @@ rule report_figure_pool:
         generations=GENERATIONS,
         provenance=PROVENANCE,
     script:
-        "../scripts/report_figures.py"
+        "../scripts/report_figure_pool.py"
 
 
 rule report_figure_capacity:
@@ -185,7 +168,7 @@ rule report_figure_capacity:
         evals=EVAL_FILES,
         bases=BASE_FILES,
         steps=STEPS_FILES,
-        models=expand("results/models/{m}", m=BUILT_MODELS),
+        models=BUILT_MODEL_DIRS,
     output:
         figure_outputs("capacity", "gain by model capacity"),
     log:
@@ -198,10 +181,10 @@ rule report_figure_capacity:
         stats=STATS,
         style=STYLE,
         sizes_b={m: config["models"][m]["size_b"] for m in MODELS},
-        built={m: f"results/models/{m}" for m in BUILT_MODELS},
+        built=dict(zip(BUILT_MODELS, BUILT_MODEL_DIRS)),
         provenance=PROVENANCE,
     script:
-        "../scripts/report_figures.py"
+        "../scripts/report_figure_capacity.py"
 
 
 rule report_figure_zero_std:
@@ -218,4 +201,4 @@ rule report_figure_zero_std:
         style=STYLE,
         provenance=PROVENANCE,
     script:
-        "../scripts/report_figures.py"
+        "../scripts/report_figure_zero_std.py"

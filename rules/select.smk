@@ -2,9 +2,9 @@ rule select:
     """One subset per strategy and run seed from the probe table and the budget p: the run seed redraws
     the tie-breaks and random draws, so intervals over seeds cover the selection too."""
     input:
-        probe="results/probe/{model}/{task}.parquet",
+        probe=layout.PROBE,
     output:
-        "results/subsets/{model}/{task}/{strategy}/seed{seed}.parquet",
+        layout.SUBSET,
     log:
         "logs/select/{model}/{task}/{strategy}/seed{seed}.log",
     conda:

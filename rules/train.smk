@@ -5,16 +5,16 @@ rule train:
     job's outputs, and a killed run resumes from them when the workflow is started again.
     """
     input:
-        subset="results/subsets/{model}/{task}/{strategy}/seed{seed}.parquet",
-        pool=lambda w: data_file(config["tasks"][w.task]["pool"]),
+        subset=layout.SUBSET,
+        pool=pool_file,
         model=model_dir,
     output:
-        steps="results/train/{model}/{task}/{strategy}/seed{seed}/steps.parquet",
-        final=directory("results/train/{model}/{task}/{strategy}/seed{seed}/final"),
+        steps=layout.STEPS,
+        final=directory(layout.FINAL),
     log:
         "logs/train/{model}/{task}/{strategy}/seed{seed}.log",
     benchmark:
-        "results/benchmarks/train/{model}/{task}/{strategy}/seed{seed}.tsv"
+        layout.TIMINGS["train"]
     conda:
         "../envs/training.yaml"
     threads: RUN_JOB_THREADS
@@ -24,11 +24,9 @@ rule train:
         runtime=model_runtime,
     params:
         model=model_params,
-        family=lambda w: hx.split_spec(config, config["tasks"][w.task]["pool"])[
-            "family"
-        ],
+        family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
-        grpo=lambda w: hx.grpo_settings(config, w.model),
-        run_dir=lambda w: f"results/train/{w.model}/{w.task}/{w.strategy}/seed{w.seed}",
+        grpo=lambda w: grpo_settings(config, w.model),
+        run_dir=fill(layout.RUN_DIR),
     script:
         "../scripts/train.py"

@@ -6,7 +6,7 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside 
 import polars as pl
 
 from hardex.io import read_parquet
-from hardex.models import build_model, render_prompt
+from hardex.models import build_model, warmstart_rows
 from hardex.tasks import get_task
 from hardex.workflow import job_log, set_threads
 
@@ -17,13 +17,11 @@ with job_log(snakemake) as log:
         held_out |= set(read_parquet(f)["question"])
     rows = []
     for f, family in zip(snakemake.input.sft, snakemake.params.families):
-        task = get_task(family)
         df = read_parquet(f)
         overlap = df.filter(pl.col("question").is_in(list(held_out))).height
         if overlap:
             raise ValueError(f"{f}: {overlap} warm-start questions also appear in a pool or test split")
-        rows += [{"prompt": render_prompt(None, task.prompt(r), chat=False), "solution": r["solution"]}
-                 for r in df.iter_rows(named=True)]
+        rows += warmstart_rows(get_task(family), df)
     log(f"warm-start on {len(rows)} examples, disjoint from {len(held_out)} held-out questions")
     summary = build_model(snakemake.output[0], rows, snakemake.params.arch, snakemake.params.warmstart, log=log)
     log(summary)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import polars as pl
 
-from hardex.evaluation import evaluate_examples, evaluation_seed, run_checkpoints, summarize
+from hardex.evaluation import evaluate_examples, evaluation_seed, run_checkpoints
 from hardex.io import read_parquet, write_parquet_atomic
+from hardex.metrics import summarize
 from hardex.tasks import get_task
 from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads
 

@@ -6,6 +6,7 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside 
 from pathlib import Path
 
 from hardex.io import read_parquet, write_parquet_atomic
+from hardex.adaptive import probe_pool_adaptive
 from hardex.probing import histogram, probe_pool
 from hardex.tasks import get_task
 from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads, work_identity
@@ -17,17 +18,13 @@ with job_log(snakemake) as log:
     adaptive = settings.get("adaptive") or {}
     pool = read_parquet(snakemake.input.pool)
     task = get_task(snakemake.params.family, snakemake.params.scoring)
-    counts, samples = probe_pool(
-        pool,
-        task,
-        renderer(p["path"], p["chat"]),
-        lambda: make_generator(gen, p),
-        settings,
-        Path(snakemake.params.work_dir),
-        chunk_size=settings["chunk_size"],
-        identity=work_identity(p, task, gen),
-        log=log,
-    )
+    args = (pool, task, renderer(p["path"], p["chat"]), lambda: make_generator(gen, p), settings,
+            Path(snakemake.params.work_dir))
+    identity = work_identity(p, task, gen)
+    if adaptive.get("enabled"):
+        counts, samples = probe_pool_adaptive(*args, identity=identity, log=log)
+    else:
+        counts, samples = probe_pool(*args, chunk_size=settings["chunk_size"], identity=identity, log=log)
     write_parquet_atomic(samples, snakemake.output.samples)
     write_parquet_atomic(counts, snakemake.output.table)
     if adaptive.get("enabled"):

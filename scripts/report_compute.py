@@ -1,18 +1,19 @@
-"""Write the compute table (wall time and peak memory per stage) from the jobs' benchmark files."""
+"""Write the compute table (wall time and peak memory per stage) from the jobs' timing files."""
 import sys
 
 sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
 
 from pathlib import Path
 
-from hardex import analysis, timings
+from hardex.report import timings
+from hardex.report.render import write_table
 from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     found = [f for f in snakemake.params.timings if Path(f).exists()]
     missing = len(snakemake.params.timings) - len(found)
-    note = timings.NOTE + (f" {missing} of {len(snakemake.params.timings)} jobs have no benchmark file "
-                           f"(made before benchmarks were recorded) and are not counted." if missing else "")
-    table = timings.compute_table(timings.load_benchmarks(found))
-    analysis.write_table(table, Path(snakemake.output[0]).with_suffix(""), timings.TITLE, note)
-    log(f"compute: {len(found)} benchmark files, {missing} missing, {table.height} rows")
+    note = timings.NOTE + (f" {missing} of {len(snakemake.params.timings)} jobs have no timing file "
+                           f"(made before timings were recorded) and are not counted." if missing else "")
+    table = timings.compute_table(timings.load_timings(found))
+    write_table(table, Path(snakemake.output[0]).with_suffix(""), timings.TITLE, note)
+    log(f"compute: {len(found)} timing files, {missing} missing, {table.height} rows")

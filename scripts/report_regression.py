@@ -5,16 +5,17 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside 
 
 import json
 
-from hardex import analysis
 from hardex.io import write_json_atomic
+from hardex.report.reference import load_reference
+from hardex.report.loading import load_results
+from hardex.report.tables import regression_report, run_summary
 from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input
-    res = analysis.load_results(i.evals, i.bases, i.steps, p.benchmarks, p.pass_k)
-    ref = analysis.load_reference(p.reference)
-    out = analysis.regression_report(analysis.run_summary(res), p.stats["ci_level"], p.stats["iterations"],
-                                     p.stats["seed"], ref, p.names, p.regression_strategies)
+    res = load_results(i.evals, i.bases, i.steps, p.benchmarks, p.pass_k)
+    out = regression_report(run_summary(res), p.stats["ci_level"], p.stats["iterations"], p.stats["seed"],
+                            load_reference(p.reference), p.names, p.regression_strategies)
     out["provenance"] = p.provenance
     write_json_atomic(out, snakemake.output[0])
     log(json.dumps({k: {m: v for m, v in fit.items() if m != "points"}

@@ -5,17 +5,19 @@ sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside 
 
 from pathlib import Path
 
-from hardex import analysis
+from hardex.report.reference import load_reference
+from hardex.report.render import write_table
+from hardex.report.loading import load_overlaps, load_pool, load_results
+from hardex.report.tables import TABLES, build_tables
 from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input
-    res = analysis.load_results(i.evals, i.bases, i.steps, p.benchmarks, p.pass_k)
-    probes, subsets = analysis.load_pool(i.probes, i.subsets)
-    ref = analysis.load_reference(p.reference)
-    tables = analysis.build_tables(res, probes, subsets, p.stats["ci_level"], p.stats["iterations"],
-                                   p.stats["seed"], ref, p.names, p.generations, analysis.load_overlaps(i.overlaps))
+    res = load_results(i.evals, i.bases, i.steps, p.benchmarks, p.pass_k)
+    probes, subsets = load_pool(i.probes, i.subsets)
+    tables = build_tables(res, probes, subsets, p.stats["ci_level"], p.stats["iterations"], p.stats["seed"],
+                          load_reference(p.reference), p.names, p.generations, load_overlaps(i.overlaps))
     out_dir = {Path(f).stem: Path(f).parent for f in snakemake.output}
     for name, (df, note) in tables.items():
-        analysis.write_table(df, out_dir[name] / name, analysis.TABLES[name], note, p.decimals)
+        write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals)
         log(f"{name}: {df.height} rows")

@@ -7,25 +7,21 @@ from pathlib import Path
 
 from hardex.io import read_parquet
 from hardex.tasks import get_task
-from hardex.training import train_grpo
+from hardex.training import subset_rows, task_reward, train_grpo
 from hardex.workflow import job_log, job_model, renderer, set_threads, work_identity
 
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)
     p, g = job_model(snakemake.params.model), snakemake.params.grpo
     task = get_task(snakemake.params.family, snakemake.params.scoring)
-    render = renderer(p["path"], p["chat"])
-    subset = read_parquet(snakemake.input.subset)
-    pool = read_parquet(snakemake.input.pool)
-    rows = subset.select("id", "rank").join(pool, on="id").sort("rank").to_dicts()
-    train_rows = [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in rows]
-    log(f"{len(train_rows)} training examples, steps of {g['prompts_per_step']} prompts x "
+    rows = subset_rows(read_parquet(snakemake.input.subset), read_parquet(snakemake.input.pool), task,
+                       renderer(p["path"], p["chat"]))
+    log(f"{len(rows)} training examples, steps of {g['prompts_per_step']} prompts x "
         f"{g['num_generations']} generations")
-    scale = g["reward_scale"]
     train_grpo(
         p["path"],
-        train_rows,
-        lambda completion, answer, prompt: scale * float(task.is_correct(completion, answer, prompt)),
+        rows,
+        task_reward(task, g["reward_scale"]),
         g,
         int(snakemake.wildcards.seed),
         Path(snakemake.params.run_dir),

@@ -1,28 +1,16 @@
-"""Shared fixtures: the repository root, a smoke config, and a real Snakemake CLI runner."""
+"""Shared fixtures: the smoke config, one finished smoke run per session (and private copies of it),
+and tiny models. Helpers that are not fixtures are in support.py."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "tests" / "configs" / "smoke.yaml"
-
-
-def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout: int = 900):
-    """Run Snakemake's own CLI on this repo's Snakefile with results under `workdir`."""
-    cmd = [
-        sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-        "--configfile", str(configfile or workdir / "config.yaml"), *args,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
+from tests.support import SMOKE, snakemake
 
 
 @pytest.fixture
@@ -30,33 +18,46 @@ def smoke_config() -> dict:
     return yaml.safe_load(SMOKE.read_text())
 
 
-def write_config(workdir: Path, cfg: dict) -> Path:
-    path = workdir / "config.yaml"
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    return path
-
-
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory) -> Path:
-    """One finished smoke run (through every stage that exists), shared by the workflow tests."""
-    workdir = tmp_path_factory.mktemp("smoke")
-    shutil.copy(SMOKE, workdir / "config.yaml")
-    res = snakemake(workdir, "--cores", "2")
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+    """One finished smoke run (through every stage) for the whole session, shared by the workflow tests:
+    read it, or work on a copy of it (`smoke_copy`). Under pytest -n the workers share it too: the first
+    that needs it builds it, the others wait for it."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the folder every worker's base folder is in
+    workdir = shared / "smoke"
+    with FileLock(str(shared / "smoke.lock")):
+        if not (shared / "smoke.finished").exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir()
+            shutil.copy(SMOKE, workdir / "config.yaml")
+            res = snakemake(workdir, "--cores", "2")
+            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+            (shared / "smoke.finished").touch()
     return workdir
+
+
+@pytest.fixture
+def smoke_copy(smoke_run, tmp_path) -> Path:
+    """A private copy of the finished smoke run (timestamps and Snakemake's records kept), for a test
+    that changes it: what its change does not touch is up to date and not rebuilt."""
+    work = tmp_path / "run"
+    # Snakemake's own logs and locks are left out: another test may be running Snakemake in the shared run
+    shutil.copytree(smoke_run, work, symlinks=True, ignore=shutil.ignore_patterns("log", "locks"))
+    return work
 
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     """A tiny built Qwen3 (random-ish after a few warm-start steps): real weights, real tokenizer."""
-    from hardex.models import build_model, render_prompt
+    from hardex.models import build_model, warmstart_rows
     from hardex.tasks import get_task
 
     task = get_task("swaps")
-    rows = [
-        {"prompt": render_prompt(None, task.prompt(r), chat=False), "solution": r["solution"]}
-        for r in task.load_split({"name": "sft", "n": 64, "seed": 0, "difficulty": [0, 2]}).iter_rows(named=True)
-    ]
+    rows = warmstart_rows(task, task.load_split({"name": "sft", "n": 64, "seed": 0, "difficulty": [0, 2]}))
     out = tmp_path_factory.mktemp("tiny") / "model"
     arch = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 2, "num_heads": 2, "vocab_size": 320,
             "max_position_embeddings": 256}

@@ -11,7 +11,7 @@
 #   them incomplete, GRPO checkpoints and probe chunks stay, and the next call resumes them
 #   (--rerun-incomplete is passed);
 # - writes to OUT_DIR: device.txt (GPU, versions, elapsed seconds, Snakemake's exit status: 124 =
-#   stopped at the limit), report.tgz (tables, figures, regression.json, benchmark files, logs),
+#   stopped at the limit), report.tgz (tables, figures, regression.json, timing files, logs),
 #   results.tgz (probe tables, subsets, steps) and eval.tgz (evaluation files): with these the
 #   report can be redone elsewhere.
 set -uo pipefail
@@ -56,7 +56,7 @@ pack() {
     for p in "$@"; do [ -e "$p" ] && present+=("$p"); done
     [ ${#present[@]} -gt 0 ] && tar czf "$tgz" "${present[@]}"
 }
-pack "$out/report.tgz" results/tables results/figures results/regression.json results/benchmarks logs
+pack "$out/report.tgz" results/tables results/figures results/regression.json results/timings logs
 shopt -s nullglob
 probes=()
 for f in results/probe/*/*.parquet; do [[ $f == *.samples.parquet ]] || probes+=("$f"); done

@@ -16,7 +16,7 @@
 #   HARDEX_SLURM_PORT  slurmctld port; slurmd uses the next one    [6817]
 #
 # Exit codes: 0 ok; 1 failure (see the message); 3 cannot run here (not root, or the packages
-# cannot be installed) -- callers such as tests/test_slurm.py skip on 3.
+# cannot be installed) -- callers such as tests/workflow/test_slurm.py skip on 3.
 set -euo pipefail
 
 STATE=${HARDEX_SLURM_DIR:-/tmp/hardex-slurm}

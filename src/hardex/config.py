@@ -20,6 +20,17 @@ class ConfigError(ValueError):
     """An invalid config; str() is the one-line message for the user."""
 
 
+def schema_defaults(*keys: str) -> dict[str, Any]:
+    """The schema's defaults of the block at `keys` (e.g. "probe", "adaptive"): the one place they are
+    written, for callers of the library that pass a block without going through the config check."""
+    import yaml
+
+    node = yaml.safe_load(SCHEMA.read_text())
+    for key in keys:
+        node = node["properties"][key]
+    return {k: v["default"] for k, v in node["properties"].items() if "default" in v}
+
+
 def _path(parts) -> str:
     return ".".join(str(p) for p in parts) or "(top level)"
 
@@ -234,6 +245,25 @@ def _check_steps_fit_subsets(cfg: dict) -> None:
                     f"true to repeat examples within a step")
 
 
+def _check_strategy_names(cfg: dict) -> None:
+    """Strategy names are checked against hardex.selection (where they are written) rather than the
+    schema; unset lists default to the budget strategies."""
+    from hardex.selection import BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, STRATEGIES
+
+    for key in ("selection.strategies", "report.regression_strategies"):
+        section, name = key.split(".")
+        if cfg[section][name] is None:
+            cfg[section][name] = list(BUDGET_STRATEGIES)
+    for i, strategy in enumerate(cfg["selection"]["strategies"]):
+        if strategy not in STRATEGIES and not strategy.startswith("tier_"):  # the schema checks tier names
+            raise ConfigError(f"selection.strategies.{i}: {strategy!r} is not allowed; allowed: "
+                              f"{', '.join(STRATEGIES)}, tier_<name>, tier_<name>_random")
+    for i, strategy in enumerate(cfg["probe"]["adaptive"]["strategies"] or []):
+        if strategy not in BOUNDARY_STRATEGIES:
+            raise ConfigError(f"probe.adaptive.strategies.{i}: {strategy!r} is not allowed (it has no pass-rate "
+                              f"boundary); allowed: {', '.join(BOUNDARY_STRATEGIES)}")
+
+
 def _check_adaptive_boundaries(cfg: dict) -> None:
     """Adaptive probing settles only the boundaries it is given: a subset chosen by any other
     boundary would be picked from unsettled estimates."""
@@ -288,6 +318,7 @@ def check_config(config: dict[str, Any], schema_path: Path = SCHEMA) -> dict[str
         raise ConfigError(_schema_error_line(errors[0]))
     for m, grpo in overrides.items():
         config["models"][m]["grpo"] = grpo
+    _check_strategy_names(config)
     _cross_checks(config)
     _check_steps_fit_subsets(config)
     _check_adaptive_boundaries(config)

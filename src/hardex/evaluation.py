@@ -1,21 +1,20 @@
 """Evaluation: the base model and every checkpoint of a run on each benchmark of its task.
 
 Per-example outcomes are kept (one row per checkpoint step x example: samples, correct count,
-tier, completions), so accuracy, pass@k and accuracy per difficulty tier all come from the same
-files. Step 0 is the base model.
+tier, completions), so accuracy, pass@k and accuracy per difficulty tier (`hardex.metrics`) all come
+from the same files. Step 0 is the base model.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import polars as pl
 
-from hardex.generation import Sampling
-from hardex.probing import pass_at_k
-from hardex.training import checkpoint_steps
+from hardex.generation.sampling import Sampling
+from hardex.io import checkpoint_steps
 
 OUTCOME_SCHEMA = {
     "seed": pl.Int64,
@@ -72,34 +71,3 @@ def evaluate_examples(
         ],
         schema=OUTCOME_SCHEMA,
     )
-
-
-def summarize(outcomes: pl.DataFrame, ks: list[int]) -> pl.DataFrame:
-    """Per step: accuracy (mean correct share over samples) and unbiased pass@k for each k."""
-    rows = []
-    for (step,), grp in outcomes.group_by(["step"], maintain_order=True):
-        row = {"step": step, "n_examples": grp.height,
-               "accuracy": float((grp["n_correct"] / grp["n"]).mean())}
-        for k in ks:
-            vals = [pass_at_k(n, c, k) for n, c in zip(grp["n"], grp["n_correct"]) if n >= k]
-            row[f"pass@{k}"] = sum(vals) / len(vals) if vals else None
-        rows.append(row)
-    return pl.DataFrame(rows).sort("step")
-
-
-def sort_tiers(df: pl.DataFrame, before: Sequence[str] = (), after: Sequence[str] = ()) -> pl.DataFrame:
-    """Rows sorted by `before`, then by tier, then by `after`. Tiers are text (MATH levels, step
-    counts): numeric ones sort as numbers (2 before 10), any others after them, alphabetically."""
-    as_number = pl.col("tier").cast(pl.Float64, strict=False)
-    return df.sort([*before, as_number, "tier", *after], nulls_last=True)
-
-
-def accuracy_by_tier(outcomes: pl.DataFrame) -> pl.DataFrame:
-    """Accuracy per checkpoint step and difficulty tier (the second paper's stratified view)."""
-    per_tier = (
-        outcomes.filter(pl.col("tier").is_not_null())
-        .with_columns((pl.col("n_correct") / pl.col("n")).alias("acc"))
-        .group_by(["step", "tier"])
-        .agg(pl.col("acc").mean().alias("accuracy"), pl.len().alias("n_examples"))
-    )
-    return sort_tiers(per_tier, before=["step"])

@@ -1,13 +1,16 @@
-"""File helpers shared by every stage: atomic writes, so that no stage leaves a half-written file
-that a later stage could read as complete."""
+"""File helpers shared by every stage: reading result files (naming a damaged one), atomic writes (no
+stage leaves a half-written file that a later stage could read as complete), the settings hash that
+keys resumable work, and the checkpoints a training run has saved."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import polars as pl
 
@@ -39,21 +42,46 @@ def parquet_columns(path: str | Path) -> list[str]:
         return list(pl.read_parquet_schema(path))
 
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; moved onto `path` only when the block succeeds.
+    The temporary name keeps the suffix, for writers that choose the format by it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_parquet_atomic(df: pl.DataFrame, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    df.write_parquet(tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        df.write_parquet(tmp)
+
+
+def write_text_atomic(text: str, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
 
 
 def write_json_atomic(obj: Any, path: str | Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n", path)
+
+
+def settings_hash(settings: dict[str, Any]) -> str:
+    """A short hash of settings (JSON, keys sorted): names resumable work done with exactly them."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def checkpoint_steps(ckpt_dir: Path) -> list[int]:
+    """Steps of the complete checkpoints in a folder (checkpoint-N with a trainer_state.json)."""
+    if not ckpt_dir.exists():
+        return []
+    steps = []
+    for p in ckpt_dir.iterdir():
+        m = re.fullmatch(r"checkpoint-(\d+)", p.name)
+        if m and (p / "trainer_state.json").exists():
+            steps.append(int(m.group(1)))
+    return sorted(steps)

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 EOS = "<|endoftext|>"
 PAD = "<|pad|>"
 
@@ -140,6 +142,13 @@ def build_tokenizer(texts: list[str], vocab_size: int):
     )
     tok.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD, padding_side="left")
+
+
+def warmstart_rows(task, split: pl.DataFrame) -> list[dict[str, Any]]:
+    """A split's warm-start rows for `build_model`: the plain prompt (the built model has no chat
+    template) and the worked solution to imitate."""
+    return [{"prompt": render_prompt(None, task.prompt(r), chat=False), "solution": r["solution"]}
+            for r in split.iter_rows(named=True)]
 
 
 def build_model(

@@ -19,9 +19,14 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
-STRATEGIES = ("hard", "easy", "medium", "random", "base_wrong", "base_right", "matched_random", "full")
-#: strategies whose subset ends at a pass-rate boundary (the ones adaptive probing must settle)
-BOUNDARY_STRATEGIES = ("hard", "easy", "medium")
+# The strategy names, written here only. Order: as tables and legends show them (paper 1's order).
+#: floor(p N) examples by pass rate: lowest, a window around the median, highest; and at random
+BUDGET_STRATEGIES = ("hard", "medium", "easy", "random")
+#: of those, the ones whose subset ends at a pass-rate boundary (adaptive probing must settle them)
+BOUNDARY_STRATEGIES = ("hard", "medium", "easy")
+#: the base model's greedy answer wrong / right (size-matched), their random control, the whole pool
+BASE_SPLIT_STRATEGIES = ("base_wrong", "base_right", "matched_random", "full")
+STRATEGIES = BUDGET_STRATEGIES + BASE_SPLIT_STRATEGIES
 
 
 #: tier_<name> and tier_<name>_random; tier names are letters and digits, so the suffix is unambiguous
@@ -41,6 +46,11 @@ def parse_tier_strategy(strategy: str) -> tuple[str, bool] | None:
 def is_strategy(strategy: str) -> bool:
     """Whether `strategy` names a fixed strategy or a tier strategy."""
     return strategy in STRATEGIES or parse_tier_strategy(strategy) is not None
+
+
+def strategy_sort_key(strategy: str) -> tuple[int, str]:
+    """Display order: STRATEGIES' order first, other names (tier strategies) after, alphabetically."""
+    return (STRATEGIES.index(strategy), "") if strategy in STRATEGIES else (len(STRATEGIES), strategy)
 
 
 def tier_values(tiers: dict[str, Any], strategy: str, task: str) -> list[str] | None:
@@ -90,7 +100,7 @@ def budget_size(n: int, budget: float) -> int:
 def subset_size(strategy: str, n: int, budget: float) -> int | None:
     """Examples a strategy selects from a pool of n, when n and the budget alone decide it (else None:
     the base-model splits and tier strategies depend on the probe or the pool's tiers)."""
-    if strategy in ("hard", "easy", "medium", "random"):
+    if strategy in BUDGET_STRATEGIES:
         return budget_size(n, budget)
     return n if strategy == "full" else None
 
@@ -115,7 +125,7 @@ def select(
     # seeded tie-break key shared by the difficulty-ordered strategies
     df = probe.with_columns(pl.Series("_tie", _rng(seed, "tie-break").permutation(n)))
     by_difficulty = df.sort(["pass_rate", "_tie"])  # hardest first
-    if strategy in ("hard", "easy", "medium"):
+    if strategy in BOUNDARY_STRATEGIES:
         m = budget_size(n, budget)
         if strategy == "hard":
             chosen = by_difficulty.head(m)

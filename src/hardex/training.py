@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import shutil
 import time
 from pathlib import Path
@@ -28,8 +27,8 @@ from typing import Any, Callable
 
 import polars as pl
 
-from hardex.io import write_json_atomic, write_parquet_atomic
-from hardex.probing import settings_hash
+from hardex.io import checkpoint_steps, settings_hash, write_json_atomic, write_parquet_atomic
+from hardex.metrics import learnable_pct
 
 STEP_COLUMNS = {
     "step": pl.Int64,
@@ -52,29 +51,6 @@ TRL_KEYS = {
     "completions/mean_length": "completion_length",
     "learning_rate": "learning_rate",
 }
-
-
-def learnable_pct(steps: pl.DataFrame) -> float:
-    """100 x mean over steps of the share of groups with nonzero reward std.
-
-    With one prompt per step this is the paper's definition (share of steps whose group has
-    mixed rewards); with several prompts per step it is the share of all groups.
-    """
-    if steps.height == 0:
-        return float("nan")
-    return 100.0 * float((1.0 - steps["frac_zero_std"]).mean())
-
-
-def checkpoint_steps(ckpt_dir: Path) -> list[int]:
-    """Steps of the complete checkpoints in a folder (checkpoint-N with a trainer_state.json)."""
-    if not ckpt_dir.exists():
-        return []
-    steps = []
-    for p in ckpt_dir.iterdir():
-        m = re.fullmatch(r"checkpoint-(\d+)", p.name)
-        if m and (p / "trainer_state.json").exists():
-            steps.append(int(m.group(1)))
-    return sorted(steps)
 
 
 def checkpoint_damage(folder: Path) -> str | None:
@@ -151,6 +127,18 @@ def rows_per_epoch(rows: list[dict[str, Any]], g: dict[str, Any]) -> list[dict[s
     return rows * math.ceil(per_step / n)
 
 
+def subset_rows(subset: pl.DataFrame, pool: pl.DataFrame, task, render: Callable[[str], str]) -> list[dict[str, Any]]:
+    """The trainer's rows of a subset, in its rank order: the rendered prompt and the reference answer
+    (the subset file holds ids; the questions are the pool's)."""
+    rows = subset.select("id", "rank").join(pool, on="id").sort("rank").to_dicts()
+    return [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in rows]
+
+
+def task_reward(task, scale: float = 1.0) -> Callable[[str, str, str], float]:
+    """The verifiable reward: `scale` for a completion the task's scorer accepts, else 0."""
+    return lambda completion, answer, prompt: scale * float(task.is_correct(completion, answer, prompt))
+
+
 def check_lora_targets(model, targets: list[str], model_path: str) -> None:
     """Fail before the first step when a LoRA target name matches no linear layer of the model.
 
@@ -192,7 +180,7 @@ def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
     being trained. TRL hands over each prompt num_generations times in a row; each distinct prompt is
     encoded once and sampled num_generations times. Sample streams are keyed by (run seed, step,
     position in the step), so a resumed run draws what an uninterrupted one would."""
-    from hardex.generation import Sampling
+    from hardex.generation.sampling import Sampling
     from hardex.generation.hf import HFGenerator
     from hardex.models import encode_prompt
 
@@ -225,6 +213,12 @@ def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
     return rollout
 
 
+# grpo settings that GRPOConfig takes under the same name
+SAME_NAME_IN_TRL = ("gradient_accumulation_steps", "num_generations", "learning_rate", "weight_decay", "adam_beta1",
+                    "adam_beta2", "max_grad_norm", "max_completion_length", "temperature", "top_p", "beta", "loss_type",
+                    "scale_rewards", "epsilon", "gradient_checkpointing", "save_steps")
+
+
 def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int):
     """The GRPOConfig for the config's grpo settings and a run of `steps` steps: every field explicit."""
     from trl import GRPOConfig
@@ -238,25 +232,10 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
         # one optimizer step = prompts_per_step x num_generations completions, generated together
         # (TRL's steps_per_generation defaults to the accumulation) and back-propagated in micro-batches
         per_device_train_batch_size=g["prompts_per_step"] * g["num_generations"] // g["gradient_accumulation_steps"],
-        gradient_accumulation_steps=g["gradient_accumulation_steps"],
-        num_generations=g["num_generations"],
-        learning_rate=g["learning_rate"],
+        **{key: g[key] for key in SAME_NAME_IN_TRL},
         lr_scheduler_type=g["lr_scheduler"],
         warmup_steps=math.ceil(g["warmup_ratio"] * steps),
-        weight_decay=g["weight_decay"],
-        adam_beta1=g["adam_beta1"],
-        adam_beta2=g["adam_beta2"],
-        max_grad_norm=g["max_grad_norm"],
-        max_completion_length=g["max_completion_length"],
-        temperature=g["temperature"],
-        top_p=g["top_p"],
-        beta=g["beta"],
-        loss_type=g["loss_type"],
-        scale_rewards=g["scale_rewards"],
-        epsilon=g["epsilon"],
-        gradient_checkpointing=g["gradient_checkpointing"],
         save_strategy="steps",
-        save_steps=g["save_steps"],
         save_total_limit=None,  # every checkpoint is evaluated for the training curves
         logging_steps=1,
         report_to=[],

@@ -1,27 +1,14 @@
 """One generation interface, `generate(prompts, n, sampling) -> completions per prompt`.
 
 Backends: Hugging Face transformers (default; CPU or CUDA) and vLLM (optional extra, GPU).
+Decoding settings are `Sampling` (`hardex.generation.sampling`).
 Prompts are already rendered (chat template applied or plain); completions are the new text only,
 so a scorer never sees the prompt unless the model itself repeats it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Decoding settings. temperature 0 means greedy (then n must be 1)."""
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-
-    @classmethod
-    def from_config(cls, cfg: dict[str, Any]) -> "Sampling":
-        return cls(float(cfg["temperature"]), float(cfg.get("top_p", 1.0)), int(cfg["max_new_tokens"]))
+from hardex.generation.sampling import Sampling
 
 
 def load_generator(backend: str, model_path: str, **kwargs):

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hardex.generation import Sampling
+from hardex.generation.sampling import Sampling
 from hardex.models import encode_prompt
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -291,16 +291,8 @@ class HFGenerator:
         if batch:
             yield batch
 
-    def generate(
-        self,
-        prompts: list[str],
-        n: int,
-        sampling: Sampling,
-        seed: int = 0,
-        desc: str = "generate",
-        keys: list[str] | None = None,
-        first_sample: int = 0,
-    ) -> list[list[str]]:
+    def generate(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0, desc: str = "generate",
+                 keys: list[str] | None = None, first_sample: int = 0) -> list[list[str]]:
         """n completions for each prompt (list of lists, in prompt order).
 
         Completion j of prompt i is sample `first_sample + j` of the stream keyed by
@@ -309,16 +301,8 @@ class HFGenerator:
         ids = self.generate_ids(prompts, n, sampling, seed, desc, keys, first_sample)
         return [self.tokenizer.batch_decode(rows, skip_special_tokens=True) for rows in ids]
 
-    def generate_ids(
-        self,
-        prompts: list[str],
-        n: int,
-        sampling: Sampling,
-        seed: int = 0,
-        desc: str = "generate",
-        keys: list[str] | None = None,
-        first_sample: int = 0,
-    ) -> list[list[list[int]]]:
+    def generate_ids(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0, desc: str = "generate",
+                     keys: list[str] | None = None, first_sample: int = 0) -> list[list[list[int]]]:
         """As `generate`, but the new token ids of each completion (up to and including its EOS)."""
         from tqdm.auto import tqdm
 

@@ -36,7 +36,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hardex.generation import Sampling
+from hardex.generation.sampling import Sampling
 from hardex.models import encode_prompt
 
 #: ranks vLLM's LoRAConfig accepts for max_lora_rank (vllm.config.lora.MaxLoRARanks)
@@ -183,11 +183,10 @@ class VLLMGenerator:
         self._vllm = require_vllm()
         self.model_path = str(model_path)
         self.base_path = str(model_path)
-        self.dtype = dtype
         self.progress = progress
-        self.seed = seed
-        self.gpu_memory_utilization = gpu_memory_utilization
-        self.max_model_len = max_model_len
+        # what the engine is started with besides the model and LoRA (engine_kwargs)
+        self.engine_options = {"dtype": dtype, "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
+                               "max_model_len": max_model_len}
         self.max_lora_rank = max_lora_rank
         self.enable_lora = enable_lora  # None: decided by the first use_checkpoint
         if tokenizer is None:
@@ -204,8 +203,7 @@ class VLLMGenerator:
     def _engine_kwargs(self) -> dict[str, Any]:
         lora = bool(self.enable_lora) or self.lora is not None
         rank = self.max_lora_rank or (self.lora["rank"] if self.lora else None)
-        return engine_kwargs(self.model_path, self.dtype, self.seed, self.gpu_memory_utilization,
-                             self.max_model_len, enable_lora=lora, max_lora_rank=rank)
+        return engine_kwargs(self.model_path, **self.engine_options, enable_lora=lora, max_lora_rank=rank)
 
     def _engine(self):
         if self.llm is None:
@@ -267,16 +265,8 @@ class VLLMGenerator:
 
     # -- generation ------------------------------------------------------------------------------
 
-    def generate(
-        self,
-        prompts: list[str],
-        n: int,
-        sampling: Sampling,
-        seed: int = 0,
-        desc: str = "generate",
-        keys: list[str] | None = None,
-        first_sample: int = 0,
-    ) -> list[list[str]]:
+    def generate(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0, desc: str = "generate",
+                 keys: list[str] | None = None, first_sample: int = 0) -> list[list[str]]:
         """n completions for each prompt (list of lists, in prompt order); see the module docstring."""
         sampling_kwargs(sampling, n)  # validate before starting an engine
         if keys is not None and len(keys) != len(prompts):

@@ -1,0 +1,83 @@
+"""Shared helpers for the performance scripts: the built tiny model, pool prompts, machine facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+OUT = ROOT / "perf" / "out"
+
+# the embedded default's tiny model (config.yaml: models.tiny.build), built on the default sft splits
+DEFAULT_ARCH = {"hidden_size": 256, "intermediate_size": 512, "num_layers": 2, "num_heads": 4,
+                "vocab_size": 512, "max_position_embeddings": 1024}
+DEFAULT_WARMSTART = {"epochs": 2, "batch_size": 16, "learning_rate": 3.0e-3, "seed": 0}
+SFT_SPECS = {"arith": {"name": "sft", "n": 2400, "seed": 4, "difficulty": [1, 6]},
+             "swaps": {"name": "sft", "n": 2400, "seed": 4, "difficulty": [0, 4], "people": [3, 3]}}
+POOL_SPECS = {"arith": {"name": "pool", "n": 300, "seed": 1, "difficulty": [1, 6]},
+              "swaps": {"name": "pool", "n": 300, "seed": 1, "difficulty": [0, 4], "people": [3, 3]}}
+
+
+def built_model(path: str | Path | None = None, epochs: float | None = None, log=print) -> str:
+    """A from_pretrained folder of the built tiny Qwen3: `path` if given (e.g. results/models/tiny,
+    what the workflow built), else build it once (the default config's arch and warm start, so the
+    same model as the workflow's) into perf/out/tiny-e{epochs}."""
+    if path and str(path) != "build":
+        return str(path)
+    ws = dict(DEFAULT_WARMSTART, epochs=epochs if epochs is not None else DEFAULT_WARMSTART["epochs"])
+    out = OUT / f"tiny-e{ws['epochs']:g}"
+    if not (out / "config.json").exists():
+        from hardex.models import build_model, warmstart_rows
+        from hardex.tasks import get_task
+
+        rows = []
+        for family, spec in SFT_SPECS.items():
+            task = get_task(family)
+            rows += warmstart_rows(task, task.load_split(spec))
+        log(f"building the tiny model into {out} (warm start {ws['epochs']} epochs on {len(rows)} rows)")
+        build_model(out, rows, DEFAULT_ARCH, ws, log=log)
+    return str(out)
+
+
+def pool(family: str, n: int | None = None):
+    """Rows and rendered (plain) prompts of the default config's pool split of a synthetic family."""
+    from hardex.models import render_prompt
+    from hardex.tasks import get_task
+
+    task = get_task(family)
+    df = task.load_split(POOL_SPECS[family])
+    rows = df.to_dicts()[: n or None]
+    return task, rows, [render_prompt(None, task.prompt(r), chat=False) for r in rows]
+
+
+def machine() -> dict:
+    """CPU model, cores and load average, for the printed summary."""
+    info = {"python": platform.python_version(), "cores": os.cpu_count()}
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in lscpu.splitlines():
+            if line.startswith("Model name:"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    try:
+        info["load"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def dump(obj, path: Path) -> None:
+    """Write a script's figures as JSON (numpy numbers as plain ones)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o)))

@@ -1,0 +1,98 @@
+"""GRPO steps per second of the embedded default's train job, with TRL's own rollouts (`model.generate`)
+and with hardex's generator through TRL's rollout function (`grpo.rollouts`), side by side in one run,
+and where a step's time goes: sampling the rollouts against everything else (scoring, the forward and
+backward passes, the optimizer, TRL's bookkeeping).
+
+    python perf/grpo_step.py                       # builds the default's tiny model once
+    python perf/grpo_step.py --model results/models/tiny --steps 20 --repeats 3
+
+Both modes train the same rows with the same settings (config.yaml's grpo section, on its arith pool);
+they alternate inside each repeat so that a change in the machine's load hits both. One torch thread,
+as a train job of the default runs (compute.run_threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import tempfile
+import time
+from pathlib import Path
+
+from _common import OUT, ROOT, built_model, dump, machine, median, pool
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="a built model folder (default: build the default's once)")
+    ap.add_argument("--steps", type=int, default=20, help="GRPO steps per measured run")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+
+    import polars as pl
+    import torch
+    import trl
+    import yaml
+
+    from hardex.config import check_config
+    from hardex.training import task_reward, train_grpo
+
+    torch.set_num_threads(args.threads)
+    model = built_model(args.model)
+    task, rows, prompts = pool("arith")
+    data = [{"prompt": p, "answer": r["answer"]} for p, r in zip(prompts, rows)]
+    g0 = check_config(yaml.safe_load((ROOT / "config.yaml").read_text()))["grpo"]
+
+    rollout_seconds = []
+    generate = trl.GRPOTrainer._generate
+
+    def timed_generate(self, prompts):  # TRL's sampling step, whichever backend fills it
+        t0 = time.perf_counter()
+        try:
+            return generate(self, prompts)
+        finally:
+            rollout_seconds.append(time.perf_counter() - t0)
+
+    trl.GRPOTrainer._generate = timed_generate
+    runs = []
+    for repeat in range(args.repeats):
+        for mode in ("trl", "hardex"):
+            g = copy.deepcopy(g0)
+            g.update(rollouts=mode, max_steps=args.steps, save_steps=args.steps)
+            rollout_seconds.clear()
+            with tempfile.TemporaryDirectory() as tmp:
+                d = Path(tmp)
+                train_grpo(model, data, task_reward(task), g, repeat, d, d / "final",
+                           d / "steps.parquet", log=lambda *a: None)
+                steps = pl.read_parquet(d / "steps.parquet")
+            step_s = steps["step_time"].to_list()
+            run = {"mode": mode, "repeat": repeat, "steps": len(step_s), "seconds_per_step": median(step_s),
+                   "rollout_seconds_per_step": median(rollout_seconds),
+                   "completion_length": float(steps["completion_length"].mean())}
+            runs.append(run)
+            print(f"repeat {repeat + 1}/{args.repeats} {mode:6s}: {run['seconds_per_step']:.3f} s/step "
+                  f"(rollouts {run['rollout_seconds_per_step']:.3f} s), mean completion {run['completion_length']:.1f} tokens",
+                  flush=True)
+
+    summary = {}
+    for mode in ("trl", "hardex"):
+        mine = [r for r in runs if r["mode"] == mode]
+        step, roll = median([r["seconds_per_step"] for r in mine]), median([r["rollout_seconds_per_step"] for r in mine])
+        summary[mode] = {"steps_per_second": 1 / step, "seconds_per_step": step, "rollout_seconds": roll,
+                         "rest_seconds": step - roll}
+    info = machine()
+    print(f"\nmachine: {info}")
+    print(f"default train job: {g0['prompts_per_step']} prompts x {g0['num_generations']} completions per step, "
+          f"up to {g0['max_completion_length']} tokens, {args.threads} thread(s); medians of {args.repeats} repeats")
+    print(f"{'rollouts':10s} {'steps/s':>8s} {'s/step':>8s} {'sampling s':>11s} {'rest s':>8s}")
+    for mode, s in summary.items():
+        print(f"{mode:10s} {s['steps_per_second']:8.2f} {s['seconds_per_step']:8.3f} {s['rollout_seconds']:11.3f} "
+              f"{s['rest_seconds']:8.3f}")
+    speedup = summary["trl"]["seconds_per_step"] / summary["hardex"]["seconds_per_step"]
+    print(f"hardex rollouts: {speedup:.2f}x the steps per second of TRL's generate")
+    dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)}, OUT / "grpo_step.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""The report: the papers' tables, the learnable-% regression and the figures, from the workflow's
+result files.
+
+Everything here is a function of plain frames (or the files they are read from), so the numbers a
+report shows can be recomputed in a notebook. Conventions shared by every table:
+
+- accuracies and gains are in percentage points (the published CSV's fractions are converted);
+- "final" is the last checkpoint of a run, and Table 1's numbers use the task's first benchmark
+  (the in-distribution test set); every other benchmark of a task counts as out-of-distribution;
+- a 95 % interval (the level is a parameter) is a t-interval across seeds when a cell has several
+  seeds, and a paired bootstrap over test examples when it has one.
+
+Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `tables` (the
+tables and the regression), `catch_up` (paper 2's comparison with the full-pool run), `reference`
+(the published numbers), `render` (Markdown, CSV, LaTeX, HTML), `plots` and `timings` (compute).
+"""
+
+
+class AnalysisError(ValueError):
+    """Result files that cannot be analysed together (say which file and why)."""

@@ -1,0 +1,416 @@
+"""Figures of the report (matplotlib, Agg backend): each one readable on its own, with a title,
+labelled axes and a legend, and the published runs overlaid (thin or hollow) when a reference is
+given. Every function takes frames from `hardex.report.tables` and writes one file per format.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on cluster nodes or in tests
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import polars as pl  # noqa: E402
+import matplotlib.ticker  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from hardex.io import atomic_path  # noqa: E402
+from hardex.report.reference import map_names  # noqa: E402
+from hardex.report.statistics import confidence_band  # noqa: E402
+from hardex.selection import STRATEGIES, strategy_sort_key  # noqa: E402
+
+# One colour per strategy in every figure (colour-blind-safe Tableau order, hard = red).
+STRATEGY_COLORS = dict(zip(STRATEGIES, ["#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#9467bd", "#8c564b", "#17becf",
+                                         "#7f7f7f"]))
+_EXTRA_COLORS = ["#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39"]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">"]
+
+DEFAULT_STYLE = {"dpi": 150, "font_size": 10, "panel_width": 4.5, "panel_height": 3.2, "rolling_window": 5}
+
+
+def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
+    if strategy in STRATEGY_COLORS:
+        return STRATEGY_COLORS[strategy]
+    others = sorted(s for s in known if s not in STRATEGY_COLORS) or [strategy]
+    return _EXTRA_COLORS[(others.index(strategy) if strategy in others else 0) % len(_EXTRA_COLORS)]
+
+
+def _style(style: dict[str, Any] | None) -> dict[str, Any]:
+    return {**DEFAULT_STYLE, **(style or {})}
+
+
+def _rc(st: dict[str, Any]) -> dict[str, Any]:
+    fs = st["font_size"]
+    return {"font.size": fs, "axes.titlesize": fs + 1, "axes.labelsize": fs, "legend.fontsize": fs - 1,
+            "xtick.labelsize": fs - 1, "ytick.labelsize": fs - 1, "figure.titlesize": fs + 3,
+            "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
+
+
+def save_figure(fig, paths: Sequence[str | Path], dpi: int) -> list[Path]:
+    """Write the figure once per path, the format from each suffix (png, pdf, svg)."""
+    out = []
+    for p in paths:
+        p = Path(p)
+        with atomic_path(p) as tmp:
+            fig.savefig(tmp, dpi=dpi, format=p.suffix.lstrip("."), bbox_inches="tight")
+        out.append(p)
+    plt.close(fig)
+    return out
+
+
+def _grid(models: Sequence[str], tasks: Sequence[str], st: dict[str, Any], sharey: bool = False):
+    """One panel per model x task: rows = models, columns = tasks."""
+    fig, axes = plt.subplots(len(models), len(tasks), squeeze=False, layout="constrained", sharey=sharey,
+                             figsize=(st["panel_width"] * len(tasks), st["panel_height"] * len(models) + 0.9))
+    return fig, axes
+
+
+def _no_data(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4", wrap=True)
+
+
+def _legend_below(fig, handles, labels) -> None:
+    """One legend for all panels, under them, as many columns as the figure's width allows."""
+    if handles:
+        per_row = max(1, min(len(handles), int(fig.get_figwidth() / 2.0)))
+        fig.legend(handles, labels, loc="outside lower center", ncol=per_row, frameon=False)
+
+
+def _integer_steps(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+# ---- Figure 2 of paper 1: accuracy over training -----------------------------------------------------
+
+
+def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]], paths: Sequence[str | Path],
+                         style: dict | None = None, reference: pl.DataFrame | None = None,
+                         names: dict | None = None) -> list[Path]:
+    """Test accuracy (%) against training step per strategy, one panel per model x task.
+
+    `curves` is `report.tables.accuracy_curves` (fractions; step 0 = base). The task's first benchmark
+    is plotted; the base model is a dashed line. Several seeds: their mean, and their range shaded.
+    `reference` (`report.reference.reference_curves`) adds the published curves as thin dotted lines, on a
+    second step axis at the top when the published run is much longer than this one.
+    """
+    st = _style(style)
+    with plt.rc_context(_rc(st)):
+        models = list(dict.fromkeys(curves["model"].to_list()))
+        tasks = list(dict.fromkeys(curves["task"].to_list()))
+        fig, axes = _grid(models, tasks, st)
+        strategies = sorted(set(curves["strategy"]) - {"base"}, key=strategy_sort_key)
+        used: dict[str, Any] = {}
+        ref_mapped = map_names(pl.DataFrame({"model": models}).join(pl.DataFrame({"task": tasks}), how="cross")
+                               .with_columns(pl.lit("").alias("strategy")), names) if reference is not None else None
+        for i, model in enumerate(models):
+            for j, task in enumerate(tasks):
+                ax = axes[i][j]
+                bench = benchmarks[task][0]
+                sub = curves.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
+                ax.set_title(f"{model} · {task}  ({bench})")
+                ax.set_xlabel("training step (0 = base model)")
+                ax.set_ylabel("test accuracy (%)")
+                if sub.height == 0:
+                    _no_data(ax, "no evaluation results")
+                    continue
+                base = sub.filter(pl.col("strategy") == "base")
+                if base.height:
+                    b = 100 * float(base["accuracy"][0])
+                    used["base model"] = ax.axhline(b, color="black", ls="--", lw=1.3, label="base model", zorder=4)
+                max_step = int(sub["step"].max())
+                for s in strategies:
+                    runs = sub.filter(pl.col("strategy") == s)
+                    if runs.height == 0:
+                        continue
+                    agg = runs.group_by("step").agg((100 * pl.col("accuracy")).mean().alias("m"),
+                                                    (100 * pl.col("accuracy")).min().alias("lo"),
+                                                    (100 * pl.col("accuracy")).max().alias("hi"),
+                                                    pl.col("seed").n_unique().alias("k")).sort("step")
+                    c = strategy_color(s, strategies)
+                    (line,) = ax.plot(agg["step"], agg["m"], color=c, marker="o", ms=3.5, lw=1.8, label=s)
+                    if int(agg["k"].max()) > 1:
+                        ax.fill_between(agg["step"], agg["lo"], agg["hi"], color=c, alpha=0.15, lw=0)
+                        used["range over seeds"] = Patch(color="0.5", alpha=0.3, label="range over seeds")
+                    used.setdefault(s, line)
+                if reference is not None:
+                    mapped = ref_mapped.filter((pl.col("model") == model) & (pl.col("task") == task))
+                    rm, rt = mapped["ref_model"][0], mapped["ref_task"][0]
+                    rsub = reference.filter((pl.col("model") == rm) & (pl.col("task") == rt))
+                    if rsub.height:
+                        _overlay_published_curves(ax, rsub, strategies, max_step, names)
+                        ax.set_title(f"{model} · {task}  ({bench})\ndotted: published {rm} · {rt}")
+                        used["published (dotted)"] = Line2D([], [], color="0.3", ls=":", lw=1.2,
+                                                            label="published run (dotted)")
+                ax.set_xlim(left=0)
+                _integer_steps(ax)
+                lo, hi = ax.get_ylim()
+                if hi - lo < 10:  # flat curves: show at least 10 points, not a magnified 0.01
+                    mid = (hi + lo) / 2
+                    ax.set_ylim(max(-1.0, mid - 5), max(mid + 5, 9.0))
+        order = [s for s in strategies if s in used] + [k for k in used if k not in strategies]
+        _legend_below(fig, [used[k] for k in order], [used[k].get_label() for k in order])
+        fig.suptitle("Test accuracy during GRPO training, per selection strategy")
+        return save_figure(fig, paths, st["dpi"])
+
+
+def _overlay_published_curves(ax, rsub: pl.DataFrame, strategies: Sequence[str], max_step: int, names) -> None:
+    """Published curves as thin dotted lines; on a top step axis when the step scales differ."""
+    inverse = {v: k for k, v in ((names or {}).get("strategies") or {}).items()}
+    ref_max = int(rsub["step"].max())
+    target = ax
+    if max_step > 0 and not (0.67 <= ref_max / max_step <= 1.5):
+        target = ax.twiny()
+        target.set_xlabel("published training step", color="0.3")
+        target.tick_params(axis="x", colors="0.3")
+        target.grid(False)
+        target.set_xlim(0, ref_max * 1.02)
+    for (strategy,), g in rsub.group_by(["strategy"], maintain_order=True):
+        ours = inverse.get(strategy, strategy)
+        if ours not in strategies:
+            continue
+        g = g.sort("step")
+        target.plot(g["step"], g["accuracy"], color=strategy_color(ours, strategies), ls=":", lw=1.2, alpha=0.9)
+
+
+# ---- Figure 3 of paper 1: learnable % against gain ---------------------------------------------------
+
+
+def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """Learnable % (x) against accuracy gain (y), one point per model x task x strategy (seeds averaged):
+    colour = strategy, marker = model, the OLS fit with its confidence band, and R² and slope on the
+    plot. `report` is `report.tables.regression_report`;
+    its "published" part, when present, is drawn with hollow markers and a dashed fit."""
+    st = _style(style)
+    ours, pub = report["this_run"], report.get("published")
+    pts = ours["points"]
+    strategies = sorted({p["strategy"] for p in pts} | {p["strategy"] for p in (pub or {}).get("points", [])},
+                        key=strategy_sort_key)
+    models = list(dict.fromkeys([p["model"] for p in pts] + [p["model"] for p in (pub or {}).get("points", [])]))
+    marker = {m: MARKERS[i % len(MARKERS)] for i, m in enumerate(models)}
+    with plt.rc_context(_rc(st)):
+        fig, ax = plt.subplots(figsize=(st["panel_width"] * 1.55, st["panel_height"] * 1.6), layout="constrained")
+        xs_all = [p["learnable_pct"] for p in pts] + [p["learnable_pct"] for p in (pub or {}).get("points", [])]
+        lo, hi = (min(xs_all), max(xs_all)) if xs_all else (0.0, 100.0)
+        pad = max(1.0, 0.05 * (hi - lo))
+        grid = np.linspace(max(0.0, lo - pad), hi + pad, 200)
+        lines = []
+        for fit, label, color, ls, filled in ((ours, "this run", "black", "-", True),
+                                              (pub, "published", "0.45", "--", False)):
+            if not fit:
+                continue
+            for p in fit["points"]:
+                c = strategy_color(p["strategy"], strategies)
+                ax.scatter(p["learnable_pct"], p["gain"], marker=marker[p["model"]], s=55 if filled else 60,
+                           facecolors=c if filled else "none", edgecolors=c if not filled else "white",
+                           linewidths=1.4 if not filled else 0.6, zorder=3 if filled else 2)
+            if fit.get("slope") is None:
+                lines.append(f"{label}: no fit (learnable % has no spread, n = {fit['n']})")
+                continue
+            yhat, blo, bhi = confidence_band(fit, grid)
+            ax.plot(grid, yhat, color=color, ls=ls, lw=1.6 if filled else 1.2, zorder=1)
+            if np.isfinite(blo).all():
+                ax.fill_between(grid, blo, bhi, color=color, alpha=0.15 if filled else 0.08, lw=0, zorder=0)
+            ci = fit.get("slope_ci") or [None, None]
+            ci_txt = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else ""
+            lines.append(f"{label}: R² = {fit['r2']:.2f}, slope = {fit['slope']:.2f}{ci_txt}, "
+                         f"intercept = {fit['intercept']:.1f}, n = {fit['n']} cells")
+        ax.axhline(0, color="0.6", lw=0.8, zorder=0)
+        ax.text(0.02, 0.98, "\n".join(lines), transform=ax.transAxes, va="top", ha="left",
+                fontsize=st["font_size"] - 1, bbox={"boxstyle": "round", "fc": "white", "ec": "0.7", "alpha": 0.9})
+        ax.set_xlabel("learnable % (training groups with mixed rewards)")
+        ax.set_ylabel("accuracy gain over base (points)")
+        level = round(100 * ours.get("ci_level", 0.95))
+        ax.set_title(f"Learnable % predicts the gain: OLS fit, {level} % confidence band")
+        handles = [Patch(color=strategy_color(s, strategies), label=s) for s in strategies]
+        handles += [Line2D([], [], ls="", marker=marker[m], color="0.3", label=m) for m in models]
+        handles += [Line2D([], [], color="black", lw=1.6, label="fit (this run)")]
+        if pub:
+            handles += [Line2D([], [], ls="", marker="o", mfc="none", mec="0.3", label="published (hollow)"),
+                        Line2D([], [], color="0.45", ls="--", lw=1.2, label="fit (published)")]
+        ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False,
+                  title="strategy / model")
+        return save_figure(fig, paths, st["dpi"])
+
+
+# ---- pool pass rates with the subsets marked ----------------------------------------------------------
+
+
+def plot_pool_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame, paths: Sequence[str | Path],
+                         style: dict | None = None) -> list[Path]:
+    """Histogram of the pool's pass rates (one bar per value j/K), and below it one row per subset:
+    the span of its pass rates (line), the middle half (thick bar) and its mean (dot), with the
+    expected learnable % when the subsets carry `expected_mixed`. One such pair per model (rows)
+    x task (columns)."""
+    st = _style(style)
+    models = list(dict.fromkeys(probes["model"].to_list()))
+    tasks = list(dict.fromkeys(probes["task"].to_list()))
+    strategies = sorted(set(subsets["strategy"]), key=strategy_sort_key)
+    strip = 0.28 * max(1, len(strategies)) + 0.5
+    with plt.rc_context(_rc(st)):
+        fig = plt.figure(layout="constrained", figsize=(st["panel_width"] * len(tasks),
+                                                        (st["panel_height"] + strip) * len(models) + 1.0))
+        outer = fig.add_gridspec(len(models), len(tasks))
+        for i, model in enumerate(models):
+            for j, task in enumerate(tasks):
+                cell = outer[i, j].subgridspec(2, 1, height_ratios=[st["panel_height"], strip])
+                top = fig.add_subplot(cell[0])
+                bottom = fig.add_subplot(cell[1], sharex=top)
+                pool = probes.filter((pl.col("model") == model) & (pl.col("task") == task))
+                subs = subsets.filter((pl.col("model") == model) & (pl.col("task") == task))
+                _pool_cell(top, bottom, pool, subs, strategies, st, f"{model} · {task}")
+        handles = [Patch(color="0.65", label="pool (histogram)"),
+                   Line2D([], [], color="0.2", ls="--", label="pool mean"),
+                   Line2D([], [], color="0.3", lw=1.5, label="subset: range"),
+                   Line2D([], [], color="0.3", lw=6, alpha=0.5, label="subset: middle 50 %"),
+                   Line2D([], [], ls="", marker="o", color="0.3", mec="black", label="subset: mean")]
+        _legend_below(fig, handles, [h.get_label() for h in handles])
+        fig.suptitle("Probe pass rates of the pool and of each selected subset")
+        return save_figure(fig, paths, st["dpi"])
+
+
+def _pool_cell(top, bottom, pool: pl.DataFrame, subs: pl.DataFrame, strategies: Sequence[str],
+               st: dict[str, Any], title: str) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    top.set_title(title)
+    if pool.height == 0:
+        _no_data(top, "no probe table")
+        return
+    k = max(1, int(pool["k"].max()))
+    counts = pool.group_by("pass_rate").agg(pl.len().alias("n")).sort("pass_rate")
+    top.bar(counts["pass_rate"], counts["n"], width=0.8 / k, color="0.65", edgecolor="0.3")
+    top.axvline(float(pool["pass_rate"].mean()), color="0.2", ls="--", lw=1)
+    top.set_title(f"{title}: pool of {pool.height}, K = {k}")
+    top.set_ylabel("pool examples")
+    top.yaxis.set_major_locator(MaxNLocator(integer=True))
+    top.tick_params(labelbottom=False)
+    n_rows = max(1, len(strategies))
+    for r, s in enumerate(strategies):
+        v = subs.filter(pl.col("strategy") == s)["pass_rate"].to_numpy()
+        if v.size == 0:
+            continue
+        c, y = strategy_color(s, strategies), n_rows - 1 - r
+        q1, q3 = np.quantile(v, [0.25, 0.75])
+        bottom.plot([v.min(), v.max()], [y, y], color=c, lw=1.5)
+        bottom.plot([q1, q3], [y, y], color=c, lw=6, alpha=0.5, solid_capstyle="butt")
+        bottom.plot(v.mean(), y, "o", color=c, mec="black", ms=6)
+        label = f"n={v.size}, mean {v.mean():.2f}"
+        if "expected_mixed" in subs.columns:  # what GRPO should learn from, before any training
+            mixed = subs.filter(pl.col("strategy") == s)["expected_mixed"].mean()
+            label += f"\nexp. learnable {100 * mixed:.0f} %"
+        bottom.text(1.04, y, label, va="center", fontsize=st["font_size"] - 3)
+    bottom.set_yticks(range(n_rows), list(reversed(strategies)) or [""])
+    bottom.set_ylim(-0.7, n_rows - 0.3)
+    bottom.set_xlim(-0.5 / k - 0.02, 1.35)
+    bottom.set_xticks(np.linspace(0, 1, 6))
+    bottom.set_xlabel("probe pass rate (correct samples / K)")
+    bottom.grid(axis="y", alpha=0)
+
+
+# ---- the mechanism: groups with no reward variance ------------------------------------------------
+
+
+def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """Per-step share (%) of GRPO groups whose rewards are all equal (no gradient), per strategy:
+    a rolling mean over `rolling_window` steps (bold) over the raw per-step values (faint)."""
+    st = _style(style)
+    window = max(1, int(st["rolling_window"]))
+    with plt.rc_context(_rc(st)):
+        models = list(dict.fromkeys(steps["model"].to_list())) or ["(none)"]
+        tasks = list(dict.fromkeys(steps["task"].to_list())) or ["(none)"]
+        fig, axes = _grid(models, tasks, st, sharey=True)
+        strategies = sorted(set(steps["strategy"]), key=strategy_sort_key) if steps.height else []
+        used = {}
+        for i, model in enumerate(models):
+            for j, task in enumerate(tasks):
+                ax = axes[i][j]
+                ax.set_title(f"{model} · {task}")
+                ax.set_xlabel("training step")
+                ax.set_ylabel("groups with zero reward std (%)")
+                ax.set_ylim(-3, 103)
+                sub = steps.filter((pl.col("model") == model) & (pl.col("task") == task)) if steps.height else steps
+                if sub.height == 0:
+                    _no_data(ax, "no training steps")
+                    continue
+                for s in strategies:
+                    g = sub.filter(pl.col("strategy") == s)
+                    if g.height == 0:
+                        continue
+                    m = g.group_by("step").agg((100 * pl.col("frac_zero_std")).mean().alias("z")).sort("step")
+                    c = strategy_color(s, strategies)
+                    ax.plot(m["step"], m["z"], color=c, lw=0.8, alpha=0.3)
+                    smooth = m["z"].rolling_mean(window_size=window, min_samples=1)
+                    (line,) = ax.plot(m["step"], smooth, color=c, lw=2, label=s)
+                    used.setdefault(s, line)
+                _integer_steps(ax)
+        handles = [used[s] for s in strategies if s in used]
+        handles.append(Line2D([], [], color="0.4", lw=0.8, alpha=0.4, label="per step (raw)"))
+        _legend_below(fig, handles, [h.get_label() for h in handles])
+        fig.suptitle(f"GRPO groups with no learning signal (rolling mean over {window} steps)")
+        return save_figure(fig, paths, st["dpi"])
+
+
+
+# ---- gain and learnable % against model capacity ----------------------------------------------------
+
+
+def _human_count(n: float) -> str:
+    """1412608 -> '1.41M': parameter counts as people write them."""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g}{unit}"
+    return f"{n:.0f}"
+
+
+def plot_capacity(gains: pl.DataFrame, learnable: pl.DataFrame, capacity: dict[str, float],
+                  paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """Per task (rows): the gain of each strategy against the model's size (left), with its interval,
+    and the learnable % of its runs (right). Where the hardest subset stops (or starts) winning is where
+    its line crosses the others: the crossover between the papers' regimes, which neither paper shows.
+
+    `gains` and `learnable` are `report.tables.gain_table` and `report.tables.learnable_table`; `capacity` maps
+    each model to its parameter count.
+    """
+    st = _style(style)
+    tasks = list(dict.fromkeys(gains["task"].to_list()))
+    strategies = sorted(set(gains["strategy"]), key=strategy_sort_key)
+    with plt.rc_context(_rc(st)):
+        fig, axes = plt.subplots(len(tasks), 2, squeeze=False, layout="constrained",
+                                 figsize=(2 * st["panel_width"], st["panel_height"] * len(tasks) + 0.8))
+        for i, task in enumerate(tasks):
+            for ax, table, col, label in ((axes[i][0], gains, "gain", "gain over the base model (points)"),
+                                          (axes[i][1], learnable, "learnable", "learnable % (groups with a gradient)")):
+                value = "gain" if col == "gain" else "learnable_pct"
+                for k, strategy in enumerate(strategies):
+                    rows = table.filter((pl.col("task") == task) & (pl.col("strategy") == strategy)
+                                        & pl.col("model").is_in(list(capacity))).sort(
+                        pl.col("model").replace_strict(capacity, return_dtype=pl.Float64))
+                    if rows.height == 0:
+                        continue
+                    x = np.array([capacity[m] for m in rows["model"]]) * (1 + 0.03 * (k - len(strategies) / 2))
+                    y = rows[value].to_numpy()
+                    lo, hi = rows[f"{col}_ci_low"].to_numpy(), rows[f"{col}_ci_high"].to_numpy()
+                    err = np.vstack([y - lo, hi - y])
+                    ax.errorbar(x, y, yerr=np.where(np.isfinite(err), err, 0), color=strategy_color(strategy, strategies),
+                                marker=MARKERS[k % len(MARKERS)], capsize=3, lw=1.5, label=strategy)
+                if col == "gain":
+                    ax.axhline(0, color="0.3", lw=0.8)
+                ax.set_xscale("log")
+                # one tick per model, named: log-scale minor labels overlap when the sizes are close
+                sizes = sorted(capacity.items(), key=lambda kv: kv[1])
+                ax.set_xticks([v for _, v in sizes], [f"{name}\n{_human_count(v)}" for name, v in sizes])
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+                ax.set_xlabel("model (parameters)")
+                ax.set_ylabel(label)
+                ax.set_title(f"{task}: {'gain' if col == 'gain' else 'learnable %'} by capacity")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        _legend_below(fig, handles, labels)
+        fig.suptitle("Which subset wins, by model capacity (bars: intervals of the gain and learnable % tables)")
+        return save_figure(fig, paths, st["dpi"])

@@ -1,0 +1,216 @@
+"""A bad config stops the run before any job, with one line that names the key."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from hardex.config import ConfigError, check_config
+from tests.support import ROOT, with_key
+
+HUB = ROOT / "tests" / "fixtures" / "hub"
+
+
+CASES = [
+    ("selection.strategies", ["hard", "hardest"], "selection.strategies.1: 'hardest' is not allowed"),
+    ("selection.budget", -0.1, "selection.budget: -0.1 is out of range; must be > 0 and <= 1"),
+    ("selection.budget", 1.5, "selection.budget: 1.5 is out of range"),
+    ("probe.k", 0, "probe.k: 0 is out of range; must be >= 1"),
+    ("probe.temperature", -1, "probe.temperature: -1 is out of range"),
+    ("probe.kay", 3, "probe.kay: unknown key; allowed: "),
+    ("models", ..., "models: required key is missing"),
+    ("models.tiny.path", ..., "models.tiny.path: required key is missing"),
+    ("probe.k", "five", "probe.k: 'five' has the wrong type; expected integer"),
+    ("tasks.swaps.pool", "gsm8k/train", "tasks.swaps.pool: 'gsm8k/train' names dataset 'gsm8k'"),
+    ("tasks.swaps.benchmarks", ["swaps/dev"], "names split 'dev', which dataset 'swaps' does not define"),
+    ("datasets.arith.family", "gsm9k", "datasets.arith.family: 'gsm9k' is not allowed; allowed: arith"),
+    ("seeds", [0, 0], "seeds: [0, 0] has duplicate entries"),
+    ("grpo.max_steps", 0, "grpo.max_steps: 0 is out of range; must be >= 1"),
+    ("selection.budget", 0, "selection.budget: 0 is out of range; must be > 0 and <= 1"),
+    ("models.tiny.path", "./no/such/model", "models.tiny.path: './no/such/model' is no directory"),
+    ("models.tiny.build.sft_from", ["arith/dev"], "names split 'dev', which dataset 'arith' does not define"),
+    ("tasks.swaps.benchmarks", ["aime/test"], "names dataset 'aime', which is not in datasets"),
+    ("evaluation.overrides", {"swaps/test": {"n_samples": 2, "pass_k": [4]}}, "needs n_samples >= 4"),
+    ("grpo.gradient_accumulation_steps", 3, "grpo.gradient_accumulation_steps: 3 does not divide the 8 completions"),
+    ("grpo.gradient_accumulation_steps", 0, "grpo.gradient_accumulation_steps: 0 is out of range; must be >= 1"),
+    ("tasks.swaps.scoring", "exact", "tasks.swaps.scoring: 'exact' is not allowed; allowed: lenient, strict"),
+    ("tasks.swaps.scoring", "strict", "tasks.swaps.scoring: 'strict' (paper 1's released scorers) is not available "
+                                      "for 'swaps/pool', family 'swaps'; it is for aime2025, gsm8k, shuffled_objects"),
+    ("datasets.arith.splits.pool.fields", {"question": "q"},
+     "datasets.arith.splits.pool.fields: family 'arith' generates its rows, so it reads no columns to rename"),
+    ("datasets.swaps.splits.pool.fields", {"question": 3}, "datasets.swaps.splits.pool.fields.question: 3 has the"),
+    # a 10 % subset of the 40-example pool has 4 examples: fewer than one step of 8 prompts
+    ("grpo.prompts_per_step", 8, "tasks.swaps: strategy 'hard' selects 4 of the pool's 40 examples, fewer than the 8 "
+                                 "prompts of one GRPO step (grpo.prompts_per_step)"),
+    ("datasets.swaps.splits.pool.rows", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+     "tasks.swaps: strategy 'hard' selects 1 of the pool's 10 examples, fewer than the 2 prompts"),
+    ("datasets.swaps.splits.pool.rows", "no/such/rows.txt", "datasets.swaps.splits.pool.rows: 'no/such/rows.txt' is no file"),
+    # non-finite numbers pass every schema bound (comparisons with NaN are false): refused by key first
+    ("probe.temperature", float("inf"), "probe.temperature: inf is not a finite number"),
+    ("grpo.learning_rate", float("nan"), "grpo.learning_rate: nan is not a finite number"),
+    ("selection.budget", float("nan"), "selection.budget: nan is not a finite number"),
+    ("models.tiny.size_b", float("inf"), "models.tiny.size_b: inf is not a finite number"),
+    ("report", {"ci_level": float("nan")}, "report.ci_level: nan is not a finite number"),
+    # what a job would find out after compute started, known at planning time
+    ("selection.budget", 0.001, "tasks.swaps: strategy 'hard': budget 0.001 of a pool of 40 selects no example"),
+    ("datasets.swaps.splits.pool.people", [5, 3], "datasets.swaps.splits.pool.people: [5, 3] must be [low, high]"),
+    ("datasets.swaps.splits.pool", {"n": 200, "seed": 1, "difficulty": [0, 0], "people": [3, 3]},
+     "datasets.swaps.splits.pool.n: 200 items asked, but only about 315 distinct ones exist in this split"),
+    ("datasets.swaps.splits.pool.n", 10**9, "datasets.swaps.splits.pool.n: 1000000000 is out of range; must be >= 1 and <= 1000000"),
+    ("probe.k", 10**9, "probe.k: 1000000000 is out of range; must be >= 1 and <= 4096"),
+    ("datasets.swaps.splits.test", {"n": 12, "seed": 2, "difficulty": [1, 3], "start": 8, "stop": 4},
+     "datasets.swaps.splits.test: start 8 is not before stop 4: no rows"),
+    ("evaluation.decoding", {"n_samples": 1, "temperature": 1.0, "max_new_tokens": 40, "pass_k": [2]},
+     "evaluation.decoding.pass_k: [2] needs n_samples >= 2 for benchmark swaps/test; evaluation.decoding.n_samples is 1"),
+    ("tasks.swaps.allow_overlap", -1, "tasks.swaps.allow_overlap: -1 is out of range; must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("path,value,message", CASES, ids=[f"{p}={v!r}" for p, v, _ in CASES])
+def test_bad_config_names_the_key(smoke_config, path, value, message):
+    with pytest.raises(ConfigError) as err:
+        check_config(with_key(smoke_config, path, value))
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_defaults_are_filled(smoke_config):
+    cfg = check_config(copy.deepcopy(smoke_config))
+    assert cfg["grpo"]["beta"] == 0.0 and cfg["grpo"]["loss_type"] == "grpo"
+    assert cfg["generation"]["backend"] == "transformers"
+    assert cfg["probe"]["top_p"] == 1.0
+
+
+def _real_data_config(smoke_config: dict) -> dict:
+    """The smoke config plus a strict GSM8K task on fixture files, with a BBH benchmark in the released
+    code's columns (question, answer) read through `fields`."""
+    cfg = copy.deepcopy(smoke_config)
+    cfg["datasets"]["gsm8k"] = {"family": "gsm8k", "splits": {"train": {"file": str(HUB / "gsm8k/train.jsonl")},
+                                                               "test": {"file": str(HUB / "gsm8k/test.jsonl")}}}
+    cfg["datasets"]["bbh"] = {"family": "shuffled_objects", "splits": {"test": {
+        "file": str(HUB / "bbh/tracking_shuffled_objects_three_objects.json"), "objects": [3],
+        "fields": {"input": "question", "target": "answer"}}}}
+    cfg["datasets"]["math"] = {"family": "math", "splits": {"test": {"file": str(HUB / "math/test.jsonl")}}}
+    cfg["tasks"]["gsm8k"] = {"pool": "gsm8k/train", "benchmarks": ["gsm8k/test", "bbh/test"], "scoring": "strict"}
+    return cfg
+
+
+def test_strict_scoring_and_fields_for_the_families_that_have_them(smoke_config):
+    cfg = check_config(_real_data_config(smoke_config))
+    assert cfg["tasks"]["gsm8k"]["scoring"] == "strict" and cfg["tasks"]["swaps"]["scoring"] == "lenient"
+    assert cfg["datasets"]["bbh"]["splits"]["test"]["fields"] == {"input": "question", "target": "answer"}
+
+
+def test_strict_scoring_refuses_a_benchmark_without_a_released_scorer(smoke_config):
+    cfg = _real_data_config(smoke_config)
+    cfg["tasks"]["gsm8k"]["benchmarks"].append("math/test")
+    with pytest.raises(ConfigError, match=r"^tasks\.gsm8k\.scoring: 'strict' .* for 'math/test', family 'math'; it "
+                                          r"is for aime2025, gsm8k, shuffled_objects$"):
+        check_config(cfg)
+
+
+def test_fields_role_the_family_does_not_read_is_refused(smoke_config):
+    cfg = _real_data_config(smoke_config)
+    cfg["datasets"]["gsm8k"]["splits"]["test"]["fields"] = {"question": "q", "solution": "s"}
+    with pytest.raises(ConfigError, match=r"^datasets\.gsm8k\.splits\.test\.fields: unknown role\(s\) \['solution'\] "
+                                          r"for family 'gsm8k'; its roles: question, answer$"):
+        check_config(cfg)
+
+
+def test_missing_local_dataset_file_is_refused_before_any_job(smoke_config, tmp_path):
+    cfg = copy.deepcopy(smoke_config)
+    cfg["datasets"]["gsm8k"] = {"family": "gsm8k", "splits": {"test": {"file": str(tmp_path / "nope.jsonl")}}}
+    with pytest.raises(ConfigError, match=r"datasets.gsm8k.splits.test.file: '.*nope.jsonl' does not exist"):
+        check_config(cfg)
+
+
+def test_grpo_batch_is_divisible_by_the_group_size_by_construction(smoke_config):
+    """The config states prompts per step and generations per prompt; one update sees their product,
+    generated as one batch, whatever the micro-batching."""
+    from hardex.training import grpo_args
+
+    g = check_config(copy.deepcopy(smoke_config))["grpo"]
+    for gens, prompts, accum in [(2, 1, 1), (8, 1, 1), (8, 32, 1), (5, 3, 1), (8, 32, 8), (8, 1, 2), (5, 3, 5)]:
+        s = {**g, "num_generations": gens, "prompts_per_step": prompts, "gradient_accumulation_steps": accum}
+        args = grpo_args(s, 0, "/tmp/x", use_cpu=True, steps=s["max_steps"])
+        assert args.per_device_train_batch_size * args.gradient_accumulation_steps == gens * prompts
+        assert args.generation_batch_size == gens * prompts and args.steps_per_generation == accum
+        assert args.generation_batch_size % args.num_generations == 0
+
+
+def test_repeating_small_subsets_is_a_choice_the_config_can_make(smoke_config):
+    cfg = with_key(with_key(smoke_config, "grpo.prompts_per_step", 8), "grpo.repeat_small_subsets", True)
+    assert check_config(cfg)["grpo"]["repeat_small_subsets"] is True
+
+
+def test_a_model_grpo_override_changes_only_the_keys_it_writes(smoke_config):
+    """The schema's defaults once filled every model override, so one LoRA key silently reset the learning
+    rate, the steps and every other top-level grpo setting of that model to the schema's defaults."""
+    from hardex.config import grpo_settings
+
+    cfg = copy.deepcopy(smoke_config)
+    cfg["models"]["tiny"]["grpo"] = {"lora": {"target_modules": ["qkv_proj", "o_proj"]}}
+    cfg = check_config(cfg)
+    g = grpo_settings(cfg, "tiny")
+    assert g["lora"]["target_modules"] == ["qkv_proj", "o_proj"] and g["lora"]["r"] == 32
+    assert {k: v for k, v in g.items() if k != "lora"} == {k: v for k, v in cfg["grpo"].items() if k != "lora"}
+    assert g["learning_rate"] == smoke_config["grpo"]["learning_rate"] and g["max_steps"] == 4
+
+
+def test_adaptive_probing_settles_every_boundary_the_selection_needs(smoke_config):
+    from hardex.config import probe_settings
+
+    cfg = copy.deepcopy(smoke_config)
+    cfg["selection"]["strategies"] = ["hard", "medium", "random"]
+    cfg["probe"]["adaptive"] = {"enabled": True}
+    settings = probe_settings(check_config(copy.deepcopy(cfg)), "swaps")
+    assert settings["adaptive"]["strategies"] == ["hard", "medium"]  # derived: medium's edges are settled too
+    cfg["probe"]["adaptive"]["strategies"] = ["hard", "easy"]
+    with pytest.raises(ConfigError, match=r"probe.adaptive.strategies: \['hard', 'easy'\] leaves \['medium'\]"):
+        check_config(cfg)
+
+
+def test_rows_of_a_split_can_come_from_a_file(tmp_path, smoke_config):
+    rows = tmp_path / "rows.txt"
+    rows.write_text("# released pool, one row per line\n" + "\n".join(map(str, range(30))) + "\n")
+    cfg = check_config(with_key(smoke_config, "datasets.swaps.splits.pool.rows", str(rows)))
+    assert cfg["datasets"]["swaps"]["splits"]["pool"]["rows"] == list(range(30))  # params carry the rows
+
+
+def test_a_name_that_could_share_a_path_with_another_output_is_refused(smoke_config):
+    """A task named 'swaps.samples' had the probe table results/probe/tiny/swaps.samples.parquet, which is task
+    swaps' samples file: the dry run planned both and selection failed later on a missing column."""
+    cfg = copy.deepcopy(smoke_config)
+    cfg["tasks"]["swaps.samples"] = cfg["tasks"]["swaps"]
+    with pytest.raises(ConfigError, match=r"^tasks: 'swaps.samples' does not match .* a dot could make two outputs"):
+        check_config(cfg)
+
+
+def test_no_two_outputs_share_a_path():
+    """Every path template of the layout (the rules' outputs), filled with names the schema allows (dashes,
+    underscores, digits, names that are words of the layout), gives each job its own paths."""
+    import itertools
+    import re
+
+    from hardex import layout
+
+    templates = [v for v in vars(layout).values() if isinstance(v, str)] + list(layout.TIMINGS.values())
+    wildcards = {"model", "task", "strategy", "seed", "dataset", "split"}
+    patterns = {p for p in templates if p.startswith("results/")
+                and set(re.findall(r"\{([^}]*)\}", p)) <= wildcards and "{" in p}
+    assert len(patterns) >= 12
+    import yaml
+
+    allowed = yaml.safe_load((ROOT / "schemas" / "config.schema.yaml").read_text())["$defs"]["name"]["pattern"]
+    candidates = ["a", "a-1", "a_1", "base", "samples", "seed1", "chunks", "pool", "a.samples", "a.chunks", "a.tsv"]
+    names = [n for n in candidates if re.fullmatch(allowed, n)]  # every name a config may use
+    paths: dict[str, tuple] = {}
+    for pattern in sorted(patterns):
+        fields = sorted(set(re.findall(r"\{(\w+)\}", pattern)))
+        for values in itertools.product(*[(["0", "1"] if f == "seed" else names) for f in fields]):
+            path = pattern.format(**dict(zip(fields, values)))
+            job = (pattern, values)
+            assert paths.setdefault(path, job) == job, f"{path}: {paths[path]} and {job}"
+            for other in (path + ".chunks", path.replace(".parquet", ".samples.parquet")):  # files beside outputs
+                assert other not in paths or paths[other][0] == pattern, f"{other} is also {paths[other]}"

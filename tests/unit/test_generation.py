@@ -1,0 +1,193 @@
+"""The transformers backend: seeded determinism, per-sample streams independent of batch
+composition, early stopping that changes nothing, checkpoint switching.
+
+Runs on a tiny built Qwen3 (hardex.models.build_model with a few warm-start steps), built once per
+test session.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+from hardex.generation import Sampling
+
+from tests.support import tiny_model_dir
+
+@functools.lru_cache(maxsize=None)
+def prompts(n: int = 12) -> tuple[str, ...]:
+    from hardex.models import render_prompt
+    from hardex.tasks import get_task
+
+    task = get_task("arith")
+    df = task.load_split({"name": "pool", "n": n, "seed": 1, "difficulty": [1, 6]})
+    return tuple(render_prompt(None, task.prompt(r), False) for r in df.iter_rows(named=True))
+
+
+@pytest.fixture(scope="module")
+def gen():
+    import torch
+
+    from hardex.generation.hf import HFGenerator
+
+    torch.set_num_threads(1)
+    return HFGenerator(tiny_model_dir(), device="cpu", dtype="float32", progress=False)
+
+
+SAMPLE = Sampling(1.0, 1.0, 24)
+
+
+def test_same_seed_same_outputs_other_seed_other_outputs(gen):
+    ps = list(prompts())
+    a = gen.generate(ps, 3, SAMPLE, seed=5)
+    assert [len(x) for x in a] == [3] * len(ps)
+    assert gen.generate(ps, 3, SAMPLE, seed=5) == a
+    assert gen.generate(ps, 3, SAMPLE, seed=6) != a
+
+
+def test_per_example_samples_do_not_depend_on_batch_composition(gen):
+    """Sample j of an example is the same alone, in any batch, at any batch size, and when asked
+    for later (first_sample) -- what adaptive probing relies on."""
+    ps, keys = list(prompts()), [f"id{i}" for i in range(len(prompts()))]
+    full = gen.generate(ps, 4, SAMPLE, seed=1, keys=keys)
+    gen.token_budget = 10**9
+    big_batch = gen.generate(ps[::-1], 4, SAMPLE, seed=1, keys=keys[::-1])[::-1]
+    gen.token_budget = 1  # one prompt per batch
+    alone = gen.generate(ps, 4, SAMPLE, seed=1, keys=keys)
+    gen.token_budget = 65536
+    later = gen.generate(ps[3:9], 2, SAMPLE, seed=1, keys=keys[3:9], first_sample=2)
+    # float32 on CPU: a different batch can change logits in the last bits; a flip needs a uniform
+    # within that error of a CDF boundary, so demand near-total agreement, not bit-identity
+    def agree(x, y):
+        pairs = [(a, b) for xs, ys in zip(x, y) for a, b in zip(xs, ys)]
+        return sum(a == b for a, b in pairs) / len(pairs)
+
+    assert agree(full, big_batch) >= 0.97
+    assert agree(full, alone) >= 0.97
+    assert agree([f[2:] for f in full[3:9]], later) >= 0.97
+    # the same example keyed differently draws a different stream
+    assert gen.generate(ps[:4], 4, SAMPLE, seed=1, keys=["other"] * 4) != full[:4]
+
+
+@pytest.fixture(scope="module")
+def eos_gen():
+    """A random-init Qwen3 with the tiny model's tokenizer (a few warm-start steps leave the tiny
+    model repeating one token under greedy decoding), its output row for EOS made a near copy of a
+    token it emits now and then, so that greedy sequences end early, at different lengths."""
+    import torch
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+    from hardex.generation.hf import HFGenerator
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir())
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, tie_word_embeddings=False, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, bos_token_id=tok.eos_token_id)).eval()
+    gen = HFGenerator("random", device="cpu", model=model, tokenizer=tok, progress=False)
+    outs = [tok(o[0])["input_ids"] for o in gen.generate(list(prompts()), 1, Sampling(0.0, 1.0, 40))]
+    early = {t for ids in outs for t in ids[:3]}
+    # a token never among the first three, present in the most outputs: sequences end at its first use
+    common = max({t for ids in outs for t in ids} - early, key=lambda t: sum(t in ids for ids in outs))
+    with torch.no_grad():
+        model.lm_head.weight[tok.eos_token_id] = model.lm_head.weight[common] * 1.05
+    return gen
+
+
+def test_early_stopping_changes_nothing_under_greedy(eos_gen):
+    """Dropping finished rows from the batch and the KV cache gives exactly what plain
+    transformers generate gives (greedy, same prompts, batch of one)."""
+    import torch
+
+    gen = eos_gen
+    ps = list(prompts())
+    greedy = Sampling(0.0, 1.0, 40)
+    gen.drop_fraction = 0.0  # drop finished rows at every step
+    before = gen.tokens_generated
+    ours = gen.generate(ps, 1, greedy)
+    counted = gen.tokens_generated - before
+    gen.drop_fraction = 1.0  # never drop: finished rows ride along to the end
+    kept = gen.generate(ps, 1, greedy)
+    gen.drop_fraction = 0.25
+    assert ours == kept
+    tok, model = gen.tokenizer, gen.model
+    lengths = []
+    for p, out in zip(ps, ours):
+        enc = tok(p, return_tensors="pt", add_special_tokens=False)
+        with torch.inference_mode():
+            ref = model.generate(**enc, do_sample=False, max_new_tokens=40, eos_token_id=tok.eos_token_id,
+                                 pad_token_id=tok.pad_token_id)
+        new = ref[0, enc["input_ids"].shape[1]:]
+        lengths.append(len(new))  # up to and including EOS
+        assert tok.decode(new, skip_special_tokens=True) == out[0]
+    assert len(set(lengths)) > 2 and min(lengths) < 40  # rows really finished early, at different steps
+    assert counted == sum(lengths)  # tokens_generated counts new tokens up to and including EOS
+
+
+def test_early_stopping_keeps_sampled_outputs(eos_gen):
+    ps = list(prompts())
+    eos_gen.drop_fraction = 0.0
+    dropped = eos_gen.generate(ps, 4, SAMPLE, seed=2)
+    eos_gen.drop_fraction = 1.0
+    kept = eos_gen.generate(ps, 4, SAMPLE, seed=2)
+    eos_gen.drop_fraction = 0.25
+    pairs = [(a, b) for xs, ys in zip(dropped, kept) for a, b in zip(xs, ys)]
+    assert sum(a == b for a, b in pairs) / len(pairs) >= 0.97
+
+
+def test_sampled_tokens_follow_the_distribution():
+    """Inverse-CDF sampling with keyed uniforms draws from softmax(logits / T) (and top_p)."""
+    import torch
+
+    from hardex.generation.hf import sample_tokens, stream_key, stream_uniforms
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).repeat(20000, 1)
+    u = torch.from_numpy(stream_uniforms([stream_key(0, "x", j) for j in range(20000)], 1)[:, 0]).float()
+    got = np.bincount(sample_tokens(logits, u, 1.0, 1.0).numpy(), minlength=4) / 20000
+    want = torch.softmax(logits[0], -1).numpy()
+    assert np.abs(got - want).max() < 0.015
+    top = np.bincount(sample_tokens(logits, u, 1.0, 0.7).numpy(), minlength=4) / 20000
+    assert top[2] == top[3] == 0 and abs(top[0] - want[0] / (want[0] + want[1])) < 0.015
+
+
+def test_use_checkpoint_switches_weights(gen, tmp_path):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    ps = list(prompts())[:4]
+    greedy = Sampling(0.0, 1.0, 16)
+    base = gen.generate(ps, 1, greedy)
+    # a full checkpoint with perturbed weights
+    full = AutoModelForCausalLM.from_pretrained(tiny_model_dir())
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in full.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    full.save_pretrained(tmp_path / "full")
+    # a LoRA adapter with non-zero weights
+    lora_base = AutoModelForCausalLM.from_pretrained(tiny_model_dir())
+    peft_model = get_peft_model(lora_base, LoraConfig(r=4, target_modules=["q_proj", "v_proj", "down_proj"],
+                                                      init_lora_weights=False))
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_" in name:
+                p.mul_(20.0)
+    peft_model.save_pretrained(tmp_path / "lora")
+    try:
+        gen.use_checkpoint(tmp_path / "full")
+        assert gen.generate(ps, 1, greedy) != base
+        gen.use_checkpoint(None)
+        assert gen.generate(ps, 1, greedy) == base
+        gen.use_checkpoint(tmp_path / "lora")
+        with_lora = gen.generate(ps, 1, greedy)
+        assert with_lora != base
+        gen.use_checkpoint(None)  # adapters disabled: the base model again
+        assert gen.generate(ps, 1, greedy) == base
+        gen.use_checkpoint(tmp_path / "lora")  # and back
+        assert gen.generate(ps, 1, greedy) == with_lora
+    finally:
+        gen.use_checkpoint(None)

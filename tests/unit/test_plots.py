@@ -1,0 +1,125 @@
+"""Every report figure is written as a real PNG and PDF, with and without the published overlay,
+and on degenerate results (no spread, one run) as well."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import polars as pl
+import pytest
+
+from hardex.report import loading, tables
+from hardex.report.reference import load_reference, reference_curves
+from hardex.report import plots as P
+from tests.support import BENCHMARKS, PASS_K, write_results
+
+STYLE = {"dpi": 60}  # small files, same drawing code
+
+
+def _png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def _check(paths, min_px=(300, 200)):
+    assert [p.suffix for p in paths] == [".png", ".pdf"]
+    w, h = _png_size(paths[0])
+    assert w >= min_px[0] and h >= min_px[1]
+    assert paths[1].read_bytes()[:5] == b"%PDF-" and paths[1].stat().st_size > 2000
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    f = write_results(root, seeds=(0, 1))
+    res = loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K)
+    probes, subsets = loading.load_pool(f["probes"], f["subsets"])
+    return res, probes, subsets
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return load_reference("hard_examples_published")
+
+
+NAMES = {"models": {"m1": "Qwen3-4B", "m2": "Phi-4"}, "tasks": {"t1": "gsm8k", "t2": "tracking_shuffled_objects"}}
+
+
+def test_accuracy_curves(data, reference, tmp_path):
+    res, _, _ = data
+    curves = tables.accuracy_curves(res)
+    base = curves.filter(pl.col("strategy") == "base")
+    assert (base["step"] == 0).all()
+    # every run's curve starts at the base model (step 0)
+    first = curves.filter((pl.col("strategy") == "hard") & (pl.col("step") == 0) & (pl.col("benchmark") == "t1/test"))
+    assert first.height == 2 * 2  # 2 models x 2 seeds
+    plain = P.plot_accuracy_curves(curves, res.benchmarks, [tmp_path / "c.png", tmp_path / "c.pdf"], STYLE)
+    _check(plain)
+    overlay = P.plot_accuracy_curves(curves, res.benchmarks, [tmp_path / "r.png", tmp_path / "r.pdf"], STYLE,
+                                     reference_curves(reference), NAMES)
+    _check(overlay)
+    assert overlay[0].read_bytes() != plain[0].read_bytes()  # the published curves are drawn
+
+
+def test_learnable_vs_gain(data, reference, tmp_path):
+    res, _, _ = data
+    rep = tables.regression_report(tables.run_summary(res), n_boot=100, ref=reference, names=NAMES)
+    rep = json.loads(json.dumps(rep))  # as the figure rule reads it: from regression.json
+    _check(P.plot_learnable_vs_gain(rep, [tmp_path / "l.png", tmp_path / "l.pdf"], STYLE))
+    # the published data alone (paper 1's Figure 3)
+    pub = tables.regression_report(reference, n_boot=100)
+    _check(P.plot_learnable_vs_gain(pub, [tmp_path / "p.png", tmp_path / "p.pdf"], STYLE))
+
+
+def test_learnable_vs_gain_without_a_fit(tmp_path):
+    flat = pl.DataFrame({"model": ["m"] * 2, "task": ["t"] * 2, "strategy": ["hard", "easy"], "seed": [0, 0],
+                         "learnable_pct": [0.0, 0.0], "gain": [0.0, 0.0]})
+    rep = json.loads(json.dumps(tables.regression_report(flat, n_boot=50)))
+    assert rep["this_run"]["slope"] is None
+    _check(P.plot_learnable_vs_gain(rep, [tmp_path / "f.png", tmp_path / "f.pdf"], STYLE), min_px=(200, 150))
+
+
+def test_pool_pass_rates(data, tmp_path):
+    _, probes, subsets = data
+    _check(P.plot_pool_pass_rates(probes, subsets, [tmp_path / "h.png", tmp_path / "h.pdf"], STYLE))
+
+
+def test_zero_std_share(data, tmp_path):
+    res, _, _ = data
+    _check(P.plot_zero_std(res.steps, [tmp_path / "z.png", tmp_path / "z.pdf"], {**STYLE, "rolling_window": 2}))
+    empty = loading.load_steps([])
+    _check(P.plot_zero_std(empty, [tmp_path / "e.png", tmp_path / "e.pdf"], STYLE), min_px=(200, 150))
+
+
+def test_unknown_strategies_get_distinct_colours():
+    known = ["hard", "tier_low", "tier_high"]
+    colours = {s: P.strategy_color(s, known) for s in known}
+    assert len(set(colours.values())) == 3 and colours["hard"] == P.STRATEGY_COLORS["hard"]
+
+
+def test_capacity_figure(tmp_path, data, monkeypatch):
+    real_save = P.save_figure
+    """Gain and learnable % of each strategy against model size: one row per task, a line per strategy."""
+    res, _, _ = data
+    summary = tables.run_summary(res)
+    gains, learn = tables.gain_table(res, summary=summary), tables.learnable_table(summary)
+    models = sorted(set(gains["model"]))
+    assert len(models) >= 2  # the fixture's models stand for two capacities
+    capacity = {m: 1.4e6 * (1 + i) for i, m in enumerate(models)}  # sizes within a decade, as the CPU study's
+    figures = []
+    monkeypatch.setattr(P, "save_figure", lambda fig, paths, dpi: figures.append(fig) or real_save(fig, paths, dpi))
+    paths = P.plot_capacity(gains, learn, capacity, [tmp_path / "capacity.png", tmp_path / "capacity.pdf"], STYLE)
+    _check(paths)
+    # one named tick per model, and no minor labels: near sizes on a log axis gave overlapping ones
+    for ax in figures[0].axes[:2]:
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{m}\n{P._human_count(capacity[m])}" for m in models]
+        assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
+
+
+def test_model_parameters_come_from_the_build_or_the_config(tmp_path):
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "build_summary.json").write_text(json.dumps({"parameters": 1409280}))
+    assert loading.model_parameters({"tiny": 0.01, "qwen": 4.0}, {"tiny": tmp_path / "tiny"}) == {"tiny": 1409280.0,
+                                                                                              "qwen": 4e9}

@@ -1,0 +1,228 @@
+"""GRPO through TRL's real GRPOTrainer on the tiny built model; the per-step learning signal."""
+
+from __future__ import annotations
+
+import copy
+
+import polars as pl
+import pytest
+
+from hardex.config import check_config
+from hardex.io import checkpoint_steps
+from hardex.metrics import learnable_pct, pass_at_k
+from hardex.training import TrainingError, check_lora_targets, train_grpo
+
+
+@pytest.fixture
+def grpo(smoke_config) -> dict:
+    g = check_config(copy.deepcopy(smoke_config))["grpo"]
+    g.update(max_steps=4, save_steps=2, num_generations=4, prompts_per_step=2, max_completion_length=12)
+    return g
+
+
+def rows(n=6):
+    return [{"prompt": f"Alice:red Bob:blue. Swaps: none. Bob has? {i}\n", "answer": "(B)"} for i in range(n)]
+
+
+def run(tmp_path, tiny_model, g, reward, name="run", n_rows=6, identity=None, log=lambda *a: None):
+    run_dir = tmp_path / name
+    summary = train_grpo(str(tiny_model), rows(n_rows), reward, g, 0, run_dir, run_dir / "final",
+                         run_dir / "steps.parquet", identity=identity, log=log)
+    return summary, pl.read_parquet(run_dir / "steps.parquet"), run_dir
+
+
+def test_agreeing_rewards_have_zero_std_and_no_signal(tmp_path, tiny_model, grpo):
+    summary, steps, run_dir = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0)
+    assert steps["step"].to_list() == [1, 2, 3, 4]
+    assert (steps["reward_mean"] == 1.0).all() and (steps["reward_std"] == 0.0).all()
+    assert (steps["frac_zero_std"] == 1.0).all()
+    assert summary["learnable_pct"] == 0.0
+    assert checkpoint_steps(run_dir / "checkpoints") == [2, 4]
+    assert (run_dir / "final" / "config.json").exists()
+
+
+def test_mixed_rewards_are_learnable(tmp_path, tiny_model, grpo):
+    # reward depends on the sampled text: within a group of 4 samples it varies most of the time
+    summary, steps, _ = run(tmp_path, tiny_model, grpo, lambda c, a, p: float(len(c) % 2 == 0))
+    assert (steps["reward_std"] > 0).any()
+    assert (steps["frac_zero_std"] < 1).any()
+    assert steps["frac_zero_std"].is_between(0, 1).all()
+    assert steps["completion_length"].is_between(1, grpo["max_completion_length"]).all()
+    assert steps["loss"].is_finite().all() and (steps["step_time"] > 0).all()
+    assert summary["learnable_pct"] == pytest.approx(100 * (1 - steps["frac_zero_std"]).mean())
+
+
+
+def test_gradient_accumulation_makes_the_same_updates_in_smaller_batches(tmp_path, tiny_model, grpo):
+    """Micro-batching is a memory setting, not a different experiment: with the same seed, two
+    micro-batches per step draw the same completions and end at the same weights as one batch."""
+    import torch
+    from safetensors.torch import load_file
+
+    reward = lambda c, a, p: float(len(c) % 2 == 0)  # noqa: E731 - varies within groups: real gradients
+    g = {**grpo, "max_steps": 2, "save_steps": 2, "beta": 0.0}
+    _, one_batch, d1 = run(tmp_path, tiny_model, g, reward, name="accum1")
+    _, two_batches, d2 = run(tmp_path, tiny_model, {**g, "gradient_accumulation_steps": 2}, reward, name="accum2")
+    assert two_batches["step"].to_list() == [1, 2]  # optimizer steps, not micro-batches
+    for col in ["reward_mean", "reward_std", "frac_zero_std", "completion_length"]:
+        assert two_batches[col].to_list() == pytest.approx(one_batch[col].to_list()), col
+    w1, w2 = load_file(d1 / "final" / "model.safetensors"), load_file(d2 / "final" / "model.safetensors")
+    base = load_file(tiny_model / "model.safetensors")
+    moved = [k for k in w1 if not torch.equal(w1[k], base[k])]
+    assert moved, "the runs did not train"
+    for k in w1:
+        torch.testing.assert_close(w2[k], w1[k], rtol=1e-4, atol=1e-6)
+
+def test_learnable_pct_arithmetic():
+    steps = pl.DataFrame({"frac_zero_std": [1.0, 0.0, 0.5, 0.25]})
+    assert learnable_pct(steps) == pytest.approx(100 * (0 + 1 + 0.5 + 0.75) / 4)
+    one_prompt = pl.DataFrame({"frac_zero_std": [1.0, 0.0, 0.0, 1.0, 1.0]})  # paper: share of steps with signal
+    assert learnable_pct(one_prompt) == pytest.approx(40.0)
+
+
+def test_checkpoints_from_other_settings_are_not_resumed(tmp_path, tiny_model, grpo):
+    _, _, run_dir = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0)
+    changed = {**grpo, "learning_rate": grpo["learning_rate"] * 2, "max_steps": 2}
+    summary, steps, _ = run(tmp_path, tiny_model, changed, lambda c, a, p: 1.0)
+    assert summary["checkpoints"] == [2]  # the old checkpoint-4 was discarded, not mixed in
+    assert steps["step"].to_list() == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "n,c,k,expected",
+    [(1, 1, 1, 1.0), (1, 0, 1, 0.0), (4, 2, 1, 0.5), (4, 1, 2, 0.5), (4, 2, 2, 5 / 6), (8, 1, 8, 1.0),
+     (8, 0, 8, 0.0), (5, 3, 3, 1.0), (10, 1, 5, 0.5)],
+)
+def test_pass_at_k_exact(n, c, k, expected):
+    assert pass_at_k(n, c, k) == pytest.approx(expected)
+
+
+def test_pass_at_k_needs_enough_samples():
+    with pytest.raises(ValueError):
+        pass_at_k(2, 1, 3)
+
+
+def test_a_diverging_run_stops_loudly(tmp_path, tiny_model, grpo):
+    g = {**grpo, "learning_rate": 1e12, "max_grad_norm": 1e12, "max_steps": 6}
+    with pytest.raises(FloatingPointError, match="diverged|loss is nan|grad norm is nan"):
+        run(tmp_path, tiny_model, g, lambda c, a, p: float(len(c) % 2 == 0))
+
+
+def test_a_nan_loss_is_refused_by_the_step_recorder(tmp_path):
+    from types import SimpleNamespace
+
+    from hardex.training import _step_recorder
+
+    recorder = _step_recorder(tmp_path / "steps.jsonl")
+    state = SimpleNamespace(global_step=7)
+    recorder.on_log(None, state, None, logs={"reward": 0.5, "loss": 0.1})
+    with pytest.raises(FloatingPointError, match="loss is nan at step 7"):
+        recorder.on_log(None, state, None, logs={"reward": 0.5, "loss": float("nan")})
+    assert len((tmp_path / "steps.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_subset_smaller_than_one_step_is_refused_before_training(tmp_path, tiny_model, grpo):
+    """TRL drops a batch smaller than prompts_per_step: without the check the run made no step and
+    'succeeded' with checkpoint-0."""
+    with pytest.raises(TrainingError, match="the subset has 3 examples, fewer than the 4 prompts one GRPO step"):
+        run(tmp_path, tiny_model, {**grpo, "prompts_per_step": 4}, lambda c, a, p: 1.0, n_rows=3)
+    assert checkpoint_steps(tmp_path / "run" / "checkpoints") == []
+
+
+def test_a_small_subset_is_repeated_within_steps_when_the_config_says_so(tmp_path, tiny_model, grpo):
+    g = {**grpo, "prompts_per_step": 4, "repeat_small_subsets": True}
+    summary, steps, _ = run(tmp_path, tiny_model, g, lambda c, a, p: 1.0, n_rows=3)
+    assert steps["step"].to_list() == [1, 2, 3, 4] and summary["steps"] == 4
+
+
+def test_a_run_that_ends_before_its_last_step_fails(tmp_path, tiny_model, grpo, monkeypatch):
+    """Whatever stops TRL early (here: the old behaviour, a subset smaller than a step), the job fails."""
+    import hardex.training
+
+    monkeypatch.setattr(hardex.training, "rows_per_epoch", lambda rows, g: rows)
+    with pytest.raises(TrainingError, match="training stopped at step 0 of 4"):
+        run(tmp_path, tiny_model, {**grpo, "prompts_per_step": 4}, lambda c, a, p: 1.0, n_rows=3)
+
+
+def test_epochs_give_each_subset_its_own_number_of_steps(tmp_path, tiny_model, grpo):
+    g = {**grpo, "epochs": 1.5, "max_steps": 1000, "save_steps": 100}
+    summary, steps, run_dir = run(tmp_path, tiny_model, g, lambda c, a, p: 1.0, n_rows=6)
+    assert steps["step"].to_list() == [1, 2, 3, 4, 5]  # ceil(1.5 x 6 examples / 2 prompts per step)
+    assert checkpoint_steps(run_dir / "checkpoints") == [5]
+
+
+def test_unmatched_lora_targets_fail_before_the_first_step(tmp_path, tiny_model, grpo):
+    """PEFT trains whatever names match and says nothing of those that do not (phi-4's fused qkv_proj)."""
+    g = {**grpo, "finetune": "lora", "lora": {"r": 4, "alpha": 8, "dropout": 0.0,
+                                              "target_modules": ["q_proj", "v_proj", "qkv_proj"]}}
+    with pytest.raises(TrainingError, match=r"\['qkv_proj'\] match no linear layer .* its linear layers are "
+                                            r"down_proj, gate_proj, k_proj, lm_head, o_proj, q_proj, up_proj, v_proj"):
+        run(tmp_path, tiny_model, g, lambda c, a, p: 1.0)
+    assert checkpoint_steps(tmp_path / "run" / "checkpoints") == []
+
+
+def test_the_presets_lora_targets_fit_phi4(tmp_path):
+    """phi-4 is a Phi3 model: its attention input is one fused qkv_proj and its MLP input gate_up_proj.
+    The presets give it those names; the seven names of the other models would leave both untrained."""
+    import yaml
+    from transformers import Phi3Config, Phi3ForCausalLM
+
+    from hardex.config import grpo_settings
+    from tests.support import ROOT
+
+    phi3 = Phi3ForCausalLM(Phi3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, num_key_value_heads=2, pad_token_id=0))
+    for preset in ("hard_examples_paper", "hard_examples_code"):
+        cfg = check_config(yaml.safe_load((ROOT / "experiments" / f"{preset}.yaml").read_text()))
+        check_lora_targets(phi3, grpo_settings(cfg, "phi4")["lora"]["target_modules"], "phi4")
+        with pytest.raises(TrainingError, match=r"\['q_proj', 'k_proj', 'v_proj', 'gate_proj', 'up_proj'\] match no"):
+            check_lora_targets(phi3, grpo_settings(cfg, "qwen3-4b")["lora"]["target_modules"], "phi4")
+
+
+def test_checkpoints_of_another_model_are_not_resumed(tmp_path, tiny_model, grpo):
+    """A rebuilt model under the same path has another fingerprint: its run starts afresh instead of
+    'resuming' at the old model's last checkpoint and training nothing."""
+    messages = []
+    run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0, identity={"model": "weights-A"})
+    summary, steps, _ = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0, identity={"model": "weights-B"},
+                            log=messages.append)
+    assert any("starting afresh" in str(m) for m in messages) and "training from the base model" in messages
+    assert steps["step"].to_list() == [1, 2, 3, 4]
+
+
+def test_grpo_raises_a_learnable_reward_in_rollouts_and_saved_weights(tmp_path, tiny_model, grpo):
+    """The trainer learns: rewarding one answer ('Bob') makes the policy give it more often within 16 steps,
+    in the rollouts (sampled from the weights being trained) and in the saved weights evaluation loads.
+    If the reward did not reach the loss, or rollouts or checkpoints held stale weights, nothing would rise."""
+    from hardex.generation import Sampling
+    from hardex.generation.hf import HFGenerator
+
+    g = {**grpo, "max_steps": 16, "save_steps": 16, "num_generations": 8, "prompts_per_step": 4, "learning_rate": 1e-2,
+         "warmup_ratio": 0.0, "lr_scheduler": "constant", "max_completion_length": 12}
+    _, steps, run_dir = run(tmp_path, tiny_model, g, lambda c, a, p: float("Bob" in c), n_rows=8)
+    reward = steps["reward_mean"].to_list()
+    assert sum(reward[-4:]) / 4 > sum(reward[:4]) / 4 + 0.4, reward
+
+    gen = HFGenerator(str(tiny_model), progress=False)
+    prompts = [r["prompt"] for r in rows(8)]
+
+    def share_with_bob() -> float:
+        samples = [c for cs in gen.generate(prompts, 8, Sampling(1.0, 1.0, 12), seed=1) for c in cs]
+        return sum("Bob" in c for c in samples) / len(samples)
+
+    before = share_with_bob()
+    gen.use_checkpoint(run_dir / "final")
+    assert share_with_bob() > before + 0.4
+
+
+def test_a_damaged_last_checkpoint_falls_back_to_the_one_before(tmp_path, tiny_model, grpo):
+    """A checkpoint cut short (a full disk, a kill during its save) once made every rerun fail in safetensors."""
+    _, _, run_dir = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0)
+    weights = run_dir / "checkpoints/checkpoint-4/model.safetensors"
+    with open(weights, "r+b") as fh:
+        fh.truncate(weights.stat().st_size // 2)
+    messages = []
+    summary, steps, _ = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0, log=messages.append)
+    assert any("checkpoint-4 is damaged (SafetensorError" in str(m) for m in messages), messages
+    assert any(str(m).startswith("resuming from") and str(m).split()[2].endswith("checkpoint-2") for m in messages)
+    assert steps["step"].to_list() == [1, 2, 3, 4] and summary["checkpoints"] == [2, 4]

@@ -1,0 +1,129 @@
+"""Bad local data files are refused by the workflow with the file, the row and the reason."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support import snakemake, write_config
+
+GOOD = {"question": "Tom has 3 apples and buys 2. How many?", "answer": "3 + 2 = <<3+2=5>>5\n#### 5"}
+
+CASES = {
+    "empty": ("", "no rows"),
+    "unreadable": ('{"question": "a", "answer": "#### 1"}\n{not json\n', "row 1: not valid JSON"),
+    "no_question": (json.dumps(GOOD) + "\n" + json.dumps({"answer": "#### 4"}) + "\n", "row 1: no 'question'"),
+    "no_answer_number": (json.dumps(GOOD) + "\n" + json.dumps({"question": "q?", "answer": "four"}) + "\n",
+                         "row 1"),
+    "answer_is_a_list": (json.dumps(GOOD) + "\n" + json.dumps({"question": "q?", "answer": ["#### 4", "#### 5"]}) + "\n",
+                         "row 1: 'answer' is a list, not one text value"),
+    "not_utf8": ((json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n").encode() + b'{"question": "caf\xe9"}\n',
+                 "row 2 (line 3): not UTF-8 text"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_files_run(tmp_path_factory):
+    """One workflow run (--keep-going) over one dataset per bad file: (workdir, Snakemake's result)."""
+    import yaml
+
+    from tests.support import SMOKE
+
+    work = tmp_path_factory.mktemp("bad_files")
+    cfg = yaml.safe_load(SMOKE.read_text())
+    for case, (content, _) in CASES.items():
+        bad = work / f"{case}.jsonl"
+        bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+        cfg["datasets"][f"bad_{case}"] = {"family": "gsm8k", "splits": {"test": {"file": str(bad)}}}
+    write_config(work, cfg)
+    targets = [f"results/data/bad_{case}/test.parquet" for case in CASES]
+    return work, snakemake(work, "--cores", "1", "--keep-going", *targets)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_file_fails_its_job_naming_file_row_and_reason(bad_files_run, case):
+    work, res = bad_files_run
+    bad, reason = work / f"{case}.jsonl", CASES[case][1]
+    assert res.returncode != 0
+    log = (work / f"logs/data/bad_{case}/test.log").read_text()
+    assert str(bad) in log and reason in log, log[-2000:]
+    assert f"logs/data/bad_{case}/test.log" in res.stdout + res.stderr  # Snakemake points at the log
+    assert not (work / f"results/data/bad_{case}/test.parquet").exists()  # nothing half-written left
+
+
+def own_qa_task(tmp_path, smoke_config, allow=None):
+    """The smoke config plus a qa task whose pool and benchmark are the same file: its 10 questions overlap."""
+    from tests.support import ROOT
+
+    own = str(ROOT / "tests/fixtures/hub/own_qa.jsonl")
+    fields = {"question": "prompt_text", "answer": "gold", "id": "uid"}
+    cfg = smoke_config
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": own, "fields": fields},
+                                                         "test": {"file": own, "fields": fields}}}
+    cfg["tasks"]["own"] = {"pool": "own/pool", "benchmarks": ["own/test"]}
+    if allow is not None:
+        cfg["tasks"]["own"]["allow_overlap"] = allow
+    write_config(tmp_path, cfg)
+
+
+def test_a_pool_that_holds_its_benchmark_stops_before_probing(tmp_path, smoke_config):
+    """The same questions in the pool and the test set would measure the gain on training data."""
+    own_qa_task(tmp_path, smoke_config)
+    res = snakemake(tmp_path, "--cores", "1", "results/probe/tiny/own.parquet")
+    assert res.returncode != 0
+    log = (tmp_path / "logs/overlap/own.log").read_text()
+    line = [x for x in log.splitlines() if x.startswith("hardex.overlap.OverlapError")][0]
+    assert "tasks.own: 10 questions of its benchmarks are in its pool own/pool (own/test: 10 of 10, 10 exact" in line
+    assert line.count("'") >= 6 and "tasks.own.allow_overlap: 10" in line  # three examples and the way out
+    assert not (tmp_path / "results/models").exists()  # no model built, nothing probed
+
+
+def test_a_stated_overlap_is_accepted_and_reported(tmp_path, smoke_config):
+    own_qa_task(tmp_path, smoke_config, allow=10)
+    res = snakemake(tmp_path, "--cores", "1", "results/overlap/own.json", "results/overlap/swaps.json")
+    assert res.returncode == 0, res.stderr[-2000:]
+    report = json.loads((tmp_path / "results/overlap/own.json").read_text())
+    assert report["allowed"] == 10 and report["benchmarks"]["own/test"]["exact"] == 10
+    clean = json.loads((tmp_path / "results/overlap/swaps.json").read_text())  # generated splits are disjoint
+    assert {b: o["overlap"] for b, o in clean["benchmarks"].items()} == {"swaps/test": 0, "swaps/ood": 0}
+
+
+def test_overlap_counts_exact_and_normalized_questions():
+    import polars as pl
+
+    from hardex.overlap import overlap
+
+    pool = pl.DataFrame({"question": ["What is 2 + 3?", "Name the capital of France.", "Add 3 to 4."]})
+    test = pl.DataFrame({"question": ["What is 2 + 3?", "name the capital of france", "Add 3 to 5.", "New one?"]})
+    found = overlap(pool, test)
+    assert (found["exact"], found["normalized"], found["overlap"]) == (1, 1, 2)  # digits still count: 4 != 5
+    assert found["examples"] == ["What is 2 + 3?", "name the capital of france"]
+
+
+@pytest.mark.parametrize("path,message", [
+    ("no such thing", "not a hub id"),
+    ("Qwen/Qwen3-4B", "not in the cache while the hub cannot be reached"),
+])
+def test_a_model_that_cannot_be_found_fails_its_first_job_in_one_line(tmp_path, smoke_config, path, message):
+    """A hub id offline, or a relative path that is not there, once failed deep in transformers."""
+    cfg = smoke_config
+    cfg["models"] = {"hub": {"path": path, "chat": False}}
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "--cores", "1", "results/probe/hub/swaps.parquet")
+    assert res.returncode != 0
+    last = (tmp_path / "logs/probe/hub/swaps.log").read_text().strip().splitlines()[-2]
+    assert last.startswith("hardex.models.ModelError: ") and message in last, last
+
+
+def test_a_directory_without_a_tokenizer_is_named(tmp_path, tiny_model):
+    import shutil
+
+    from hardex.models import ModelError, resolve_model
+
+    broken = tmp_path / "weights-only"
+    shutil.copytree(tiny_model, broken)
+    for f in broken.glob("tokenizer*"):
+        f.unlink()
+    with pytest.raises(ModelError, match="a local directory without a tokenizer"):
+        resolve_model(broken)

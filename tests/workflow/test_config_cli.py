@@ -1,0 +1,45 @@
+"""Snakemake's own CLI refuses a bad config before any job, in one line that names the key."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from tests.support import snakemake, with_key, write_config
+
+CASES = [
+    ("selection.strategies", ["hard", "hardest"], "selection.strategies.1: 'hardest' is not allowed"),
+    ("selection.budget", -0.1, "selection.budget: -0.1 is out of range; must be > 0 and <= 1"),
+    ("probe.k", 0, "probe.k: 0 is out of range; must be >= 1"),
+    ("models", ..., "models: required key is missing"),
+]
+
+
+@pytest.mark.parametrize("path,value,message", CASES)
+def test_snakemake_refuses_bad_config_in_one_line(tmp_path, smoke_config, path, value, message):
+    res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, with_key(smoke_config, path, value)))
+    assert res.returncode != 0
+    out = res.stdout + res.stderr
+    assert f"hardex: config error: {message}" in out
+    assert "Traceback" not in out
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_name_defined_twice_is_refused(tmp_path, smoke_config):
+    text = (tmp_path / "c.yaml")
+    body = yaml.safe_dump(smoke_config, sort_keys=False)
+    text.write_text(body.replace("models:\n", "models:\n  tiny:\n    path: build\n", 1))
+    res = snakemake(tmp_path, "-n", "--cores", "1", configfile=text)
+    assert res.returncode != 0
+    assert "hardex: config error: c.yaml line" in res.stderr and "'tiny' is defined twice" in res.stderr
+
+
+def test_subset_smaller_than_a_step_is_refused_before_any_job(tmp_path, smoke_config):
+    """The silent failure this prevents: TRL makes no step from a subset smaller than prompts_per_step,
+    the train job saves checkpoint-0 and succeeds, and the report shows a gain of about 0."""
+    res = snakemake(tmp_path, "-n", "--cores", "1",
+                    configfile=write_config(tmp_path, with_key(smoke_config, "grpo.prompts_per_step", 8)))
+    assert res.returncode != 0
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if "hardex: config error" in line]
+    assert len(lines) == 1 and "repeat_small_subsets: true" in lines[0] and "selection.budget" in lines[0]
+    assert not (tmp_path / "results").exists()

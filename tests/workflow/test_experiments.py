@@ -1,0 +1,186 @@
+"""The shipped experiment configs (experiments/*.yaml) and the hub-fixture config: each dry-runs with
+exactly the jobs its grid implies, quickly, without touching a model or dataset hub; the fixture
+config also materializes its dataset splits from the hub-format files."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from tests.support import ROOT, snakemake
+
+EXPERIMENTS = ROOT / "experiments"
+HUB_FIXTURES = ROOT / "tests" / "configs" / "hub_fixtures.yaml"
+
+# the grid rules whose counts follow from the config; the report's rules aggregate everything (one job each)
+GRID_RULES = ("dataset_split", "check_overlap", "probe", "select", "train", "evaluate_base", "evaluate_run", "all")
+
+# what docs/experiments.md states (kept in step with the configs by test_documented_counts)
+DOCUMENTED = {
+    "hard_examples_paper": {"dataset_split": 5, "check_overlap": 2, "probe": 8, "select": 64, "train": 64,
+                            "evaluate_base": 8, "evaluate_run": 64, "all": 1},
+    "hard_examples_code": {"dataset_split": 5, "check_overlap": 2, "probe": 8, "select": 64, "train": 64,
+                           "evaluate_base": 8, "evaluate_run": 64, "all": 1},
+    "difficulty_limits": {"dataset_split": 5, "check_overlap": 2, "probe": 6, "select": 54, "train": 54,
+                          "evaluate_base": 6, "evaluate_run": 54, "all": 1},
+    "cpu_study": {"dataset_split": 6, "build_model": 2, "check_overlap": 2, "probe": 4, "select": 60, "train": 60,
+                  "evaluate_base": 4, "evaluate_run": 60, "all": 1},
+    "gpu_mini": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 36, "train": 36,
+                 "evaluate_base": 2, "evaluate_run": 36, "all": 1},
+}
+
+
+def grid_counts(cfg: dict) -> dict[str, int]:
+    """Jobs per rule from a config's grid, on an empty working directory."""
+    m, t = len(cfg["models"]), len(cfg["tasks"])
+    s, seeds = len(cfg["selection"]["strategies"]), len(cfg.get("seeds", [0]))
+    splits = {ref for task in cfg["tasks"].values() for ref in [task["pool"], *task["benchmarks"]]}
+    built = [mm for mm in cfg["models"].values() if mm["path"] == "build"]
+    splits |= {ref for mm in built for ref in mm["build"]["sft_from"]}
+    counts = {"dataset_split": len(splits), "check_overlap": t, "probe": m * t, "select": m * t * s * seeds,
+              "train": m * t * s * seeds,
+              "evaluate_base": m * t, "evaluate_run": m * t * s * seeds, "all": 1}
+    if built:
+        counts["build_model"] = len(built)
+    return counts
+
+
+def job_stats(stdout: str) -> dict[str, int]:
+    """Snakemake's "Job stats" table (rule -> count), without the total."""
+    m = re.search(r"Job stats:\njob\s+count\n[- ]+\n(.*?)\ntotal\s+(\d+)", stdout, re.S)
+    assert m, f"no Job stats table in:\n{stdout[-3000:]}"
+    rows = dict((name, int(n)) for name, n in (line.split() for line in m.group(1).splitlines()))
+    assert sum(rows.values()) == int(m.group(2))
+    return rows
+
+
+def dry_run(workdir: Path, configfile: Path) -> tuple[dict[str, int], float]:
+    t0 = time.perf_counter()
+    res = snakemake(workdir, "-n", "--quiet", "rules", configfile=configfile, timeout=120)
+    seconds = time.perf_counter() - t0
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return job_stats(res.stdout + res.stderr), seconds
+
+
+def check_counts(stats: dict[str, int], expected: dict[str, int]) -> None:
+    grid = {r: n for r, n in stats.items() if not r.startswith("report_")}
+    assert grid == expected
+    assert all(n == 1 for r, n in stats.items() if r.startswith("report_")), stats
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_experiment_dry_run_lists_the_grid(tmp_path, name):
+    path = EXPERIMENTS / f"{name}.yaml"
+    stats, seconds = dry_run(tmp_path, path)
+    check_counts(stats, grid_counts(yaml.safe_load(path.read_text())))
+    # done-when: under 10 s on a workstation; the bound leaves room for a loaded shared CI machine
+    assert seconds < 30, f"dry run of {name} took {seconds:.1f} s"
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_documented_counts(name):
+    assert grid_counts(yaml.safe_load((EXPERIMENTS / f"{name}.yaml").read_text())) == DOCUMENTED[name]
+    assert set(DOCUMENTED) == {p.stem for p in EXPERIMENTS.glob("*.yaml")}
+
+
+def test_paper_settings_are_written_out():
+    paper = yaml.safe_load((EXPERIMENTS / "hard_examples_paper.yaml").read_text())
+    code = yaml.safe_load((EXPERIMENTS / "hard_examples_code.yaml").read_text())
+    assert paper["grpo"]["beta"] == 0.1 and code["grpo"]["beta"] == 0.0
+    assert (paper["grpo"]["learning_rate"], paper["grpo"]["prompts_per_step"]) == (3.0e-5, 32)
+    assert (code["grpo"]["learning_rate"], code["grpo"]["prompts_per_step"]) == (5.0e-6, 1)
+    # paper appendix A.4: A_i = r_i - mean(r); the released code ran TRL's defaults of mid 2025
+    assert (paper["grpo"]["scale_rewards"], code["grpo"]["scale_rewards"]) == ("none", "group")
+    assert code["grpo"]["loss_type"] == "bnpo"
+    # paper: 32 prompts per step also on shuffled objects' 12-example subsets
+    assert paper["grpo"]["repeat_small_subsets"] is True
+    for cfg in (paper, code):
+        assert {t: c["probe"]["k"] for t, c in cfg["tasks"].items()} == {"gsm8k": 5, "shuffled": 10}
+        assert cfg["evaluation"]["overrides"]["aime/test"]["pass_k"] == [1, 8]
+        assert cfg["models"].keys() == paper["models"].keys()
+        assert cfg["datasets"] == paper["datasets"] and cfg["selection"] == paper["selection"]
+        # every GRPO key of the schema is set explicitly: nothing is left to a default
+        schema = yaml.safe_load((ROOT / "schemas" / "config.schema.yaml").read_text())
+        assert set(cfg["grpo"]) == set(schema["$defs"]["grpo"]["properties"])
+
+
+def test_presets_use_the_released_shuffled_objects_split():
+    """Paper 1's code split BBH's seven-object items at random, not rows 0-124 / 125-249: the presets list
+    the released rows, as the shipped table of the released split gives them."""
+    from importlib import resources
+
+    released = pl.read_csv(resources.files("hardex") / "reference" / "bbh_tso7_released_split.csv",
+                           comment_prefix="#").sort("position")
+    wanted = {split: released.filter(pl.col("split") == s)["bbh_row"].to_list()
+              for split, s in (("pool", "train"), ("test", "test"))}
+    assert len(wanted["pool"]) == len(wanted["test"]) == 125
+    assert sorted(wanted["pool"] + wanted["test"]) == list(range(250)) and wanted["pool"] != list(range(125))
+    for name in ("hard_examples_paper", "hard_examples_code"):
+        splits = yaml.safe_load((EXPERIMENTS / f"{name}.yaml").read_text())["datasets"]["bbh"]["splits"]
+        assert {s: splits[s]["rows"] for s in ("pool", "test")} == wanted, name
+        assert not {"start", "stop"} & (set(splits["pool"]) | set(splits["test"]))
+
+
+def test_difficulty_limits_tiers():
+    cfg = yaml.safe_load((EXPERIMENTS / "difficulty_limits.yaml").read_text())
+    from hardex.selection import tier_values
+
+    tiers = cfg["selection"]["tiers"]
+    assert tier_values(tiers, "tier_low", "math") == ["1", "2", "3"]
+    assert all(tier_values(tiers, s, t) for s in cfg["selection"]["strategies"] if s.startswith("tier_")
+               for t in cfg["tasks"])
+    assert "math/test_numeric" in cfg["tasks"]["gsm8k"]["benchmarks"]
+    assert cfg["datasets"]["math"]["splits"]["test_numeric"]["numeric_only"] is True
+
+
+# --- the hub-format fixtures through the workflow ---------------------------------------------------
+
+
+def fixture_workdir(tmp_path: Path) -> Path:
+    """A working directory where the config's relative fixture paths resolve (as from the repo root)."""
+    (tmp_path / "tests" / "fixtures").mkdir(parents=True)
+    (tmp_path / "tests" / "fixtures" / "hub").symlink_to(ROOT / "tests" / "fixtures" / "hub")
+    return tmp_path
+
+
+def test_hub_fixture_config_dry_run(tmp_path):
+    stats, _ = dry_run(fixture_workdir(tmp_path), HUB_FIXTURES)
+    check_counts(stats, grid_counts(yaml.safe_load(HUB_FIXTURES.read_text())))
+
+
+def test_hub_fixture_splits_materialize(tmp_path):
+    workdir = fixture_workdir(tmp_path)
+    cfg = yaml.safe_load(HUB_FIXTURES.read_text())
+    targets = [f"results/data/{ds}/{split}.parquet" for ds, d in cfg["datasets"].items() for split in d["splits"]]
+    res = snakemake(workdir, "--cores", "1", *targets, configfile=HUB_FIXTURES, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert not (workdir / "results" / "probe").exists()  # only the dataset_split rule ran
+
+    def read(ref: str) -> pl.DataFrame:
+        return pl.read_parquet(workdir / "results" / "data" / f"{ref}.parquet")
+
+    train = read("gsm8k/train")
+    assert train["answer"].to_list() == ["72", "10", "5", "42", "624", "1536"]  # from "#### 1,536"
+    assert train["id"].to_list() == [f"gsm8k-train-{i}" for i in range(6)]
+    assert read("gsm8k/test").height == 5
+    pool, test = read("bbh/pool"), read("bbh/test")
+    assert pool["id"].to_list() == [f"bbh-tso7-{i}" for i in (8, 1, 6, 3, 0)]  # the listed rows, in their order
+    assert test["id"].to_list() == [f"bbh-tso7-{i}" for i in (9, 2, 7, 5, 4)]
+    assert set(pool["tier"]) == {7} and all(re.fullmatch(r"\([A-G]\)", a) for a in pool["answer"])
+    aime = read("aime/test")
+    assert aime.height == 5 and set(aime["part"]) == {"I"} and aime["answer"][0] == "70"
+    math_pool, math_test, numeric = read("math/pool"), read("math/test"), read("math/test_numeric")
+    assert set(math_pool["tier"]) == {1, 2, 3} and math_test.height == 15
+    assert numeric.height == 10 and numeric["numeric"].all()
+    assert set(numeric["id"]) <= set(math_test["id"])  # same ids as the full test split
+    own_pool, own_test = read("own/pool"), read("own/test")  # family qa: the user's own column names
+    assert own_pool["id"].to_list() == [f"q-00{i}" for i in range(1, 7)] and own_test["id"][0] == "q-007"
+    assert own_pool["answer"].to_list() == ["42", "Paris", "(B)", "\\frac{1}{2}", "12", "3,600"]
+    assert set(own_pool["tier"]) == {"easy", "medium"} and own_pool["question"][1] == "Capital of France?"
+    for ref in ("gsm8k/train", "bbh/pool", "aime/test", "math/test", "own/pool"):
+        assert {"id", "question", "answer"} <= set(read(ref).columns)

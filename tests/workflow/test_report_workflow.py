@@ -1,0 +1,123 @@
+"""The report stage in a real `snakemake` run of the smoke config: its outputs, the HTML report, and
+that a plot setting reruns only the figure rules."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import yaml
+
+from hardex.report.render import TABLE_FORMATS
+from hardex.report.tables import TABLES
+from tests.support import snakemake
+
+pytestmark = pytest.mark.slow
+
+FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share"]
+FIGURE_RULES = {"report_figure_curves", "report_figure_learnable", "report_figure_pool", "report_figure_zero_std"}
+
+
+def _planned_rules(output: str) -> set[str]:
+    """Rule names in the 'Job stats' table of a dry run."""
+    block = output.split("Job stats:", 1)[1].split("total", 1)[0]
+    return {m.group(1) for m in re.finditer(r"^(\w+)\s+\d+\s*$", block, re.M)}
+
+
+def test_report_outputs_exist(smoke_run):
+    for name in [*TABLES, "compute"]:
+        for ext in TABLE_FORMATS:
+            path = smoke_run / f"results/tables/{name}.{ext}"
+            assert path.exists() and path.stat().st_size > 0, path
+    for fig in FIGURES:
+        for ext in ("png", "pdf"):
+            assert (smoke_run / f"results/figures/{fig}.{ext}").stat().st_size > 1000
+    reg = json.loads((smoke_run / "results/regression.json").read_text())
+    cfg = yaml.safe_load((smoke_run / "config.yaml").read_text())
+    fitted = [s for s in cfg["selection"]["strategies"] if s in reg["this_run"]["strategies"]]  # one point a cell
+    n_cells = len(cfg["models"]) * len(cfg["tasks"]) * len(fitted)
+    assert reg["this_run"]["n"] == n_cells == len(reg["this_run"]["points"])
+    assert reg["provenance"]["configfile"] == "config.yaml"
+    gain = (smoke_run / "results/tables/accuracy_gain.md").read_text()
+    for strategy in cfg["selection"]["strategies"]:
+        assert f"| {strategy} |" in gain
+
+
+def test_compute_table_counts_every_model_job(smoke_run):
+    """The timing file of every model job, summed per stage in results/tables/compute.*."""
+    import polars as pl
+
+    cfg = yaml.safe_load((smoke_run / "config.yaml").read_text())
+    runs = len(cfg["tasks"]) * len(cfg["selection"]["strategies"]) * len(cfg["seeds"])
+    table = pl.read_csv(smoke_run / "results/tables/compute.csv")
+    jobs = dict(zip(table["stage"], table["jobs"]))
+    assert jobs == {"build_model": 1, "probe": len(cfg["tasks"]), "train": runs,
+                    "evaluate_base": len(cfg["tasks"]), "evaluate_run": runs, "all": 1 + 2 * len(cfg["tasks"]) + 2 * runs}
+    assert (table["wall_min"] > 0).all() and (table["peak_rss_gib"] > 0.1).all()  # a torch job holds > 100 MiB
+    assert "Compute per stage" in (smoke_run / "results/tables/compute.md").read_text()
+
+
+
+def test_which_subset_learns_is_predicted_before_any_training(smoke_run, tmp_path):
+    """The expected learnable % needs only the probe: the pool figure asks for no GRPO job, and
+    after training Table 2 shows the prediction beside the measurement."""
+    import polars as pl
+
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "config.yaml").write_text((smoke_run / "config.yaml").read_text())
+    res = snakemake(fresh, "-n", "--cores", "1", "results/figures/pool_pass_rates.png")
+    assert res.returncode == 0, res.stderr[-3000:]
+    planned = _planned_rules(res.stdout + res.stderr)
+    assert {"probe", "select", "report_figure_pool"} <= planned and not planned & {"train", "evaluate_run"}
+    learn = pl.read_csv(smoke_run / "results/tables/learnable.csv")
+    assert learn["expected_learnable_pct"].is_between(0, 100).all()
+    subsets = pl.read_csv(smoke_run / "results/tables/subset_pass_rates.csv")
+    assert subsets.filter(pl.col("strategy") == "pool")["expected_learnable_pct"].is_not_null().all()
+
+def test_html_report(smoke_run, tmp_path):
+    out = tmp_path / "report.html"
+    res = snakemake(smoke_run, "--report", str(out))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "WARNING" not in res.stderr and "ERROR" not in res.stderr, res.stderr[-3000:]  # captions render
+    html = out.read_text()
+    assert out.stat().st_size > 100_000
+    for name in FIGURES:
+        assert f"{name}.png" in html
+    for name in [*TABLES, "compute"]:
+        assert f"{name}.html" in html
+
+
+def _dry_run_with(workdir, report_settings: dict, ok: bool = True):
+    """Rules a dry run plans after editing only the report section (the config is restored after);
+    with ok=False, the failed run itself."""
+    path = workdir / "config.yaml"
+    original = path.read_text()
+    cfg = yaml.safe_load(original)
+    cfg["report"] = report_settings
+    try:
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        res = snakemake(workdir, "-n", "--cores", "1")
+    finally:
+        path.write_text(original)
+    if not ok:
+        return res
+    assert res.returncode == 0, res.stderr[-3000:]
+    return _planned_rules(res.stdout + res.stderr)
+
+
+def test_plot_setting_reruns_only_figure_rules(smoke_run):
+    assert _dry_run_with(smoke_run, {"figures": {"dpi": 72}}) == FIGURE_RULES | {"all"}
+    # a statistics setting: the tables, the regression and the figure drawn from regression.json
+    assert _dry_run_with(smoke_run, {"ci_level": 0.9}) == {"report_tables", "report_regression",
+                                                           "report_figure_learnable", "all"}
+    # which strategies the regression fits: the regression and the figure drawn from it
+    assert _dry_run_with(smoke_run, {"regression_strategies": ["hard", "easy"]}) == {
+        "report_regression", "report_figure_learnable", "all"}
+
+
+def test_unknown_reference_stops_before_any_job(smoke_run):
+    res = _dry_run_with(smoke_run, {"reference": "no_such_paper"}, ok=False)
+    assert res.returncode != 0
+    assert "hardex: config error: report.reference: no shipped reference 'no_such_paper'" in res.stderr

@@ -1,0 +1,134 @@
+"""Kill the workflow mid-training; the rerun finishes the run from its last checkpoint."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import polars as pl
+
+from tests.support import ROOT, write_config
+
+
+def start_then_kill_job(cmd, workdir, script, ready, what):
+    """Start the workflow, wait until `ready()`, then SIGKILL the job running `script` (as a
+    preemption or the OOM killer would); Snakemake sees the job fail, deletes its declared outputs
+    and releases its lock. Returns the environment for the rerun."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 600
+    while not ready():
+        assert proc.poll() is None, "workflow ended before it could be killed"
+        assert time.time() < deadline, f"no {what} within 10 minutes"
+        time.sleep(0.1)
+    job = subprocess.run(["pgrep", "-s", str(proc.pid), "-f", script], capture_output=True, text=True)
+    for pid in job.stdout.split():
+        os.kill(int(pid), signal.SIGKILL)
+    assert proc.wait(timeout=120) != 0
+    return env
+
+
+def one_long_run(workdir, cfg):
+    """In a copy of the finished smoke run (model built, pool probed), the smoke config cut to one GRPO
+    run of 12 steps with a checkpoint every 2, with no run and no evaluation left; its run folder."""
+    cfg["selection"]["strategies"] = ["hard"]
+    cfg["grpo"].update(max_steps=12, save_steps=2)
+    write_config(workdir, cfg)
+    shutil.rmtree(workdir / "results/train")
+    shutil.rmtree(workdir / "results/eval")
+    return workdir / "results/train/tiny/swaps/hard/seed0"
+
+
+def test_killed_training_resumes_from_last_checkpoint(smoke_copy, smoke_config):
+    tmp_path = smoke_copy
+    run_dir = one_long_run(tmp_path, smoke_config)
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", "--rerun-incomplete",
+           str(run_dir.relative_to(tmp_path) / "steps.parquet")]
+    ckpt4 = run_dir / "checkpoints/checkpoint-4/trainer_state.json"
+    env = start_then_kill_job(cmd, tmp_path, "train.py", ckpt4.exists, "checkpoint-4")
+    assert not (run_dir / "steps.parquet").exists()
+    killed_at = max(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    assert killed_at < 12
+
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = (tmp_path / "logs/train/tiny/swaps/hard/seed0.log").read_text()
+    assert "resuming from" in log and "checkpoint-" in log
+    steps = pl.read_parquet(run_dir / "steps.parquet")
+    assert steps["step"].to_list() == list(range(1, 13))  # same steps as an uninterrupted run, none twice
+    kept = sorted(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    assert kept == [2, 4, 6, 8, 10, 12]  # no checkpoint lost
+
+
+def test_killed_probing_resumes_without_redoing_finished_chunks(tmp_path, smoke_config):
+    cfg = smoke_config
+    cfg["tasks"] = {"swaps": {"pool": "swaps/pool", "benchmarks": ["swaps/test"]}}
+    cfg["datasets"]["swaps"]["splits"]["pool"]["n"] = 48
+    cfg["probe"].update(k=16, chunk_size=8)  # 6 chunks, each a few seconds
+    write_config(tmp_path, cfg)
+    chunks = tmp_path / "results/probe/tiny/swaps.chunks"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(tmp_path / "config.yaml"), "--cores", "1", "--rerun-incomplete",
+           "results/probe/tiny/swaps.parquet"]
+    env = start_then_kill_job(cmd, tmp_path, "probe.py", lambda: len(list(chunks.glob("*.counts.parquet"))) >= 2,
+                              "two chunks")
+    done = len(list(chunks.glob("*.counts.parquet")))
+    assert 2 <= done < 6
+    assert not (tmp_path / "results/probe/tiny/swaps.parquet").exists()
+    for f in chunks.glob("*.parquet"):  # whatever looks finished is complete (writes are atomic)
+        assert pl.read_parquet(f).height > 0
+
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = (tmp_path / "logs/probe/tiny/swaps.log").read_text()
+    assert log.count(": reused chunk") == done
+    assert log.count(": probed ") == 6 - done
+    probe = pl.read_parquet(tmp_path / "results/probe/tiny/swaps.parquet")
+    assert probe.height == 48 and probe["id"].n_unique() == 48 and (probe["k"] == 16).all()
+
+
+def test_device_run_stopped_at_its_limit_packs_what_exists_and_resumes(smoke_copy, smoke_config):
+    """tools/device-run.sh (GPU hosts with a time limit per command): when its `timeout` fires, the
+    jobs stop, what exists is packed, and the next call resumes training from the checkpoints."""
+    import tarfile
+
+    tmp_path = smoke_copy
+    run_dir = one_long_run(tmp_path, smoke_config)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHON": sys.executable, "WHEELS": str(tmp_path / "none")}
+
+    def call(limit, out):
+        return [str(ROOT / "tools/device-run.sh"), str(limit), str(tmp_path / out), "-s", str(ROOT / "Snakefile"),
+                "--configfile", "config.yaml", "--cores", "1", str(run_dir.relative_to(tmp_path) / "steps.parquet")]
+
+    proc = subprocess.Popen(call(3600, "out1"), cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt4 = run_dir / "checkpoints/checkpoint-4/trainer_state.json"
+    deadline = time.time() + 600
+    while not ckpt4.exists():
+        assert proc.poll() is None and time.time() < deadline, "no checkpoint-4"
+        time.sleep(0.1)
+    timer = subprocess.run(["pgrep", "-P", str(proc.pid), "-x", "timeout"], capture_output=True, text=True)
+    os.kill(int(timer.stdout.split()[0]), signal.SIGINT)  # what the limit does, a little early
+    assert proc.wait(timeout=120) != 0
+    device = (tmp_path / "out1/device.txt").read_text()
+    assert "no NVIDIA GPU" in device and "trl" in device and "snakemake exit status" in device
+    with tarfile.open(tmp_path / "out1/report.tgz") as tar:
+        assert "logs/train/tiny/swaps/hard/seed0.log" in tar.getnames()
+    assert not (run_dir / "steps.parquet").exists() and ckpt4.exists()
+
+    res = subprocess.run(call(600, "out2"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "snakemake exit status 0" in (tmp_path / "out2/device.txt").read_text()
+    assert "resuming from" in (tmp_path / "logs/train/tiny/swaps/hard/seed0.log").read_text()
+    assert pl.read_parquet(run_dir / "steps.parquet")["step"].to_list() == list(range(1, 13))
+    with tarfile.open(tmp_path / "out2/results.tgz") as tar:
+        names = tar.getnames()
+    assert "results/train/tiny/swaps/hard/seed0/steps.parquet" in names
+    assert "results/probe/tiny/swaps.parquet" in names and "results/probe/tiny/swaps.samples.parquet" not in names
+    assert not (tmp_path / "out2/eval.tgz").exists()  # nothing evaluated yet: nothing packed, no error
