@@ -1,7 +1,9 @@
 """Build the tiny Qwen3 and warm-start it on the sft splits."""
 import sys
+from pathlib import Path
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
+# the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import polars as pl
 

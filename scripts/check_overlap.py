@@ -1,7 +1,9 @@
 """Refuse a task whose pool holds questions of its benchmarks (beyond what the config accepts)."""
 import sys
+from pathlib import Path
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
+# the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import read_parquet, write_json_atomic
 from hardex.overlap import check_task

@@ -1,7 +1,9 @@
 """Materialize one dataset split: rows from the hub, a local file or a generator -> Parquet."""
 import sys
+from pathlib import Path
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
+# the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import write_parquet_atomic
 from hardex.tasks import get_task

@@ -1,9 +1,9 @@
 """Write the compute table (wall time and peak memory per stage) from the jobs' timing files."""
 import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
-
 from pathlib import Path
+
+# the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.report import timings
 from hardex.report.render import write_table

@@ -1,7 +1,9 @@
 """Figure: the pool's pass rates with every selected subset marked, and the learnable % each should give."""
 import sys
+from pathlib import Path
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
+# the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.report import plots
 from hardex.report.loading import load_pool

@@ -1,7 +1,9 @@
 """Write one strategy's subset of the pool."""
 import sys
+from pathlib import Path
 
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
+# the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import read_parquet, write_parquet_atomic
 from hardex.selection import select

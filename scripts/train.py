@@ -1,9 +1,9 @@
 """GRPO on one subset; resumes from the run's last checkpoint after a kill."""
 import sys
-
-sys.path.insert(0, f"{snakemake.scriptdir}/../src")  # the library, also inside --sdm conda envs
-
 from pathlib import Path
+
+# the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import read_parquet
 from hardex.tasks import get_task

