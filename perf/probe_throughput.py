@@ -10,6 +10,9 @@ the medians.
 
 CPU, the built tiny model (builds it once into perf/out/ unless results/models/tiny exists):
     python perf/probe_throughput.py --n-prompts 128 --k 8 --max-new-tokens 64 --repeats 3
+With --vllm, hardex's vLLM backend runs too, on the same model, prompts and dtype (its engine started
+once, before the repeats), in an environment that has vllm (README: vLLM):
+    python perf/probe_throughput.py --vllm --model results/models/tiny --n-prompts 64 --k 5 --repeats 2
 GPU, a random-init Qwen3 of ~0.6B parameters (hidden 1024, 28 layers, vocab 151936), EOS ignored:
     python perf/probe_throughput.py --random-qwen3 1024,28 --device cuda --dtype bfloat16 \\
         --n-prompts 512 --k 8 --max-new-tokens 256 --repeats 2
@@ -123,8 +126,11 @@ def main(argv=None):
     ap.add_argument("--max-batch-prompts", type=int, default=512)
     ap.add_argument("--drop-fraction", type=float, default=0.25)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
+    ap.add_argument("--vllm", action="store_true", help="also hardex's vLLM backend (needs a --model path)")
     ap.add_argument("--json", default=str(OUT / "probe_throughput.json"))
     args = ap.parse_args(argv)
+    if args.vllm and args.random_qwen3:
+        ap.error("--vllm needs a saved model (--model), not --random-qwen3")
 
     import torch
 
@@ -164,19 +170,28 @@ def main(argv=None):
     eos_ids = gen.eos_ids
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
 
+    backends = {"hardex": gen}
+    if args.vllm:
+        from hardex.generation.vllm_backend import VLLMGenerator
+
+        t0 = time.perf_counter()
+        backends["vllm"] = VLLMGenerator(path, dtype=str(dtype).replace("torch.", ""), progress=False)
+        run_backend(backends["vllm"], prompts[:2], 2, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}), sync)
+        print(f"vLLM engine started in {time.perf_counter() - t0:.0f} s", flush=True)
+
     # warm-up (allocator, kernels, lazy inits): a few prompts through each
     run_baseline(model, tok, prompts[:2], 2, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}), eos_ids, sync)
     run_backend(gen, prompts[:2], 2, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}), sync)
 
-    runs = {"baseline": [], "hardex": []}
+    runs = {"baseline": [], **{name: [] for name in backends}}
     for r in range(args.repeats):
-        order = ["baseline", "hardex"] if r % 2 == 0 else ["hardex", "baseline"]
+        order = ["baseline", *backends] if r % 2 == 0 else [*reversed(backends), "baseline"]
         for name in order:
             t0 = time.perf_counter()
             if name == "baseline":
                 n_tok = run_baseline(model, tok, prompts, args.k, args, eos_ids, sync)
             else:
-                n_tok = run_backend(gen, prompts, args.k, args, sync)
+                n_tok = run_backend(backends[name], prompts, args.k, args, sync)
             dt = time.perf_counter() - t0
             runs[name].append({"seconds": dt, "tokens": n_tok, "tokens_per_s": n_tok / dt})
             print(f"repeat {r + 1}/{args.repeats} {name:8s}: {n_tok:8d} tokens in {dt:8.2f} s = "
@@ -207,6 +222,11 @@ def main(argv=None):
     print(f"hardex    (HFGenerator, token budget {args.token_budget}, effective {gen.effective_token_budget()}): "
           f"median {ours_tps:10.1f} tokens/s over {args.repeats} repeats")
     print(f"ratio     {ours_tps / base_tps:.2f}x")
+    if args.vllm:
+        vllm_tps = median([x["tokens_per_s"] for x in runs["vllm"]])
+        summary.update(vllm_tokens_per_s=vllm_tps, vllm_ratio=vllm_tps / base_tps)
+        print(f"vllm      (VLLMGenerator, {summary['dtype']}): median {vllm_tps:10.1f} tokens/s over "
+              f"{args.repeats} repeats = {vllm_tps / base_tps:.2f}x the baseline, {vllm_tps / ours_tps:.2f}x hardex's")
     if args.json:
         dump(summary, Path(args.json))
     return summary
