@@ -7,7 +7,7 @@ Two studies, printed separately:
   sees exactly the first samples of full probing (as the real backend guarantees). Fast and exact:
   it isolates the stopping rule.
 - REAL: the built tiny Qwen3 on the default config's synthetic pools (arith, swaps), through the
-  real pipeline code (hardex.probing.probe_pool with and without probe.adaptive), so generation
+  real pipeline code (hardex.probing.probe_pool and hardex.adaptive.probe_pool_adaptive), so generation
   effects (batch composition) are included; it also reports how many of the adaptive samples
   equal full probing's sample with the same index.
 

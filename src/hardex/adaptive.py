@@ -1,9 +1,7 @@
-"""Adaptive probing: sample the pool in rounds and stop sampling an example once its side of every
-selection boundary is settled.
+"""Adaptive probing (`probe.adaptive.enabled`, `probe_pool_adaptive`): sample the pool in rounds and stop
+sampling an example once its place relative to every selection boundary is settled.
 
-With `probe.adaptive.enabled` (`probe_pool_adaptive`), probing samples in rounds and stops
-sampling an example once its place relative to every selection boundary is settled: for the
-budget p, the hard boundary is the pass rate at the p-quantile from below (the m-th lowest,
+For the budget p, the hard boundary is the pass rate at the p-quantile from below (the m-th lowest,
 m = floor(p N)) and the easy boundary the m-th highest, estimated after each round from every
 example's data so far. An example whose confidence interval for its full-K pass rate lies above
 a boundary is certainly outside that subset (hard) or inside it (easy), and below it the other
