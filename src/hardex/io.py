@@ -44,11 +44,11 @@ def parquet_columns(path: str | Path) -> list[str]:
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A temporary path beside `path` to write to; moved onto `path` only when the block succeeds.
-    The temporary name keeps the suffix, for writers that choose the format by it."""
+    """A temporary path beside `path` to write to; moved onto `path` only when the block succeeds. Its
+    name does not end like the file's, so a glob for finished files (`*.parquet`) never matches it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{os.getpid()}{path.suffix}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         yield tmp
         os.replace(tmp, path)
