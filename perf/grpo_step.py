@@ -1,10 +1,12 @@
-"""GRPO steps per second of the embedded default's train job, with TRL's own rollouts (`model.generate`)
-and with hardex's generator through TRL's rollout function (`grpo.rollouts`), side by side in one run,
-and where a step's time goes: sampling the rollouts against everything else (scoring, the forward and
+"""GRPO steps per second of the embedded default's train job, with TRL's own rollouts (`model.generate`),
+with hardex's generator through TRL's rollout function and, with --vllm, with a vLLM engine given the
+policy's weights before every step (`grpo.rollouts`: trl, hardex, vllm), side by side in one run, and
+where a step's time goes: sampling the rollouts against everything else (scoring, the forward and
 backward passes, the optimizer, TRL's bookkeeping).
 
     python perf/grpo_step.py                       # builds the default's tiny model once
     python perf/grpo_step.py --model results/models/tiny --steps 20 --repeats 3
+    python perf/grpo_step.py --vllm                # where vllm is installed (README: vLLM)
 
 Both modes train the same rows with the same settings (config.yaml's grpo section, on its arith pool);
 they alternate inside each repeat so that a change in the machine's load hits both. One torch thread,
@@ -28,21 +30,24 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20, help="GRPO steps per measured run")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vllm", action="store_true", help="also time vLLM rollouts (grpo.rollouts: vllm)")
     args = ap.parse_args()
+    modes = ("trl", "hardex", "vllm") if args.vllm else ("trl", "hardex")
 
     import polars as pl
     import torch
     import trl
     import yaml
 
-    from hardex.config import check_config
+    from hardex.config import check_config, grpo_settings
     from hardex.training import task_reward, train_grpo
 
     torch.set_num_threads(args.threads)
     model = built_model(args.model)
     task, rows, prompts = pool("arith")
     data = [{"prompt": p, "answer": r["answer"]} for p, r in zip(prompts, rows)]
-    g0 = check_config(yaml.safe_load((ROOT / "config.yaml").read_text()))["grpo"]
+    cfg = check_config(yaml.safe_load((ROOT / "config.yaml").read_text()))
+    g0 = cfg["grpo"]
 
     rollout_seconds = []
     generate = trl.GRPOTrainer._generate
@@ -57,9 +62,10 @@ def main() -> None:
     trl.GRPOTrainer._generate = timed_generate
     runs = []
     for repeat in range(args.repeats):
-        for mode in ("trl", "hardex"):
-            g = copy.deepcopy(g0)
-            g.update(rollouts=mode, max_steps=args.steps, save_steps=args.steps)
+        for mode in modes:
+            run_cfg = copy.deepcopy(cfg)
+            run_cfg["grpo"].update(rollouts=mode, max_steps=args.steps, save_steps=args.steps)
+            g = grpo_settings(run_cfg, next(iter(cfg["models"])))
             rollout_seconds.clear()
             with tempfile.TemporaryDirectory() as tmp:
                 d = Path(tmp)
@@ -69,14 +75,15 @@ def main() -> None:
             step_s = steps["step_time"].to_list()
             run = {"mode": mode, "repeat": repeat, "steps": len(step_s), "seconds_per_step": median(step_s),
                    "rollout_seconds_per_step": median(rollout_seconds),
+                   "first_step_seconds": step_s[0],  # with vLLM, the engine's start
                    "completion_length": float(steps["completion_length"].mean())}
             runs.append(run)
             print(f"repeat {repeat + 1}/{args.repeats} {mode:6s}: {run['seconds_per_step']:.3f} s/step "
-                  f"(rollouts {run['rollout_seconds_per_step']:.3f} s), mean completion {run['completion_length']:.1f} tokens",
+                  f"(rollouts {run['rollout_seconds_per_step']:.3f} s; first step {run['first_step_seconds']:.1f} s), mean completion {run['completion_length']:.1f} tokens",
                   flush=True)
 
     summary = {}
-    for mode in ("trl", "hardex"):
+    for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]
         step, roll = median([r["seconds_per_step"] for r in mine]), median([r["rollout_seconds_per_step"] for r in mine])
         summary[mode] = {"steps_per_second": 1 / step, "seconds_per_step": step, "rollout_seconds": roll,
@@ -89,9 +96,10 @@ def main() -> None:
     for mode, s in summary.items():
         print(f"{mode:10s} {s['steps_per_second']:8.2f} {s['seconds_per_step']:8.3f} {s['rollout_seconds']:11.3f} "
               f"{s['rest_seconds']:8.3f}")
-    speedup = summary["trl"]["seconds_per_step"] / summary["hardex"]["seconds_per_step"]
-    print(f"hardex rollouts: {speedup:.2f}x the steps per second of TRL's generate")
-    dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)}, OUT / "grpo_step.json")
+    for mode in modes[1:]:
+        speedup = summary["trl"]["seconds_per_step"] / summary[mode]["seconds_per_step"]
+        print(f"{mode} rollouts: {speedup:.2f}x the steps per second of TRL's generate")
+    dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)}, OUT / ("grpo_step_vllm.json" if args.vllm else "grpo_step.json"))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ with job_log(snakemake) as log:
     rows = subset_rows(read_parquet(snakemake.input.subset), read_parquet(snakemake.input.pool), task,
                        renderer(p["path"], p["chat"]))
     log(f"{len(rows)} training examples, steps of {g['prompts_per_step']} prompts x "
-        f"{g['num_generations']} generations")
+        f"{g['num_generations']} generations, rollouts sampled by {g['rollouts']}")
     train_grpo(
         p["path"],
         rows,

@@ -402,8 +402,12 @@ def run_length(g: dict) -> str:
 
 
 def grpo_settings(cfg: dict, model: str) -> dict:
-    """The grpo section with the model's overrides applied."""
-    return _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
+    """The grpo section with the model's overrides applied; with vLLM rollouts, also the engine's
+    settings (`generation.vllm`), which decide the samples as the other settings do."""
+    g = _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
+    if g["rollouts"] == "vllm":
+        g["vllm"] = cfg["generation"]["vllm"]
+    return g
 
 
 def decodings(cfg: dict) -> dict[str, dict]:

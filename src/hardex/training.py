@@ -174,18 +174,57 @@ def _trainer_class():
     return Trainer
 
 
+def policy_weights(model):
+    """The policy's weights as (checkpoint name, tensor) pairs, a PEFT model's LoRA deltas added to its
+    base weights (computed, not merged in place: the trained model is left as it is)."""
+    import torch
+
+    if not hasattr(model, "peft_config"):
+        for name, param in model.named_parameters():
+            yield name, param.detach()
+        return
+    base = model.get_base_model()
+    adapter = model.active_adapter
+    with torch.no_grad():
+        for name, param in base.named_parameters():
+            if ".lora_" in name:
+                continue
+            if ".base_layer." in name:
+                layer = base.get_submodule(name.split(".base_layer.")[0])
+                weight = param + layer.get_delta_weight(adapter) if name.endswith(".weight") else param
+                yield name.replace(".base_layer.", "."), weight.detach()
+            else:
+                yield name, param.detach()
+
+
 def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
-    """A TRL rollout function that samples with hardex's own generator, the one probing and evaluation
-    use (hardex.generation.hf: one prefill per prompt, finished rows leave the batch), on the weights
-    being trained. TRL hands over each prompt num_generations times in a row; each distinct prompt is
-    encoded once and sampled num_generations times. Sample streams are keyed by (run seed, step,
-    position in the step), so a resumed run draws what an uninterrupted one would."""
+    """A TRL rollout function that samples the weights being trained with hardex's own generator: the
+    transformers backend probing and evaluation use (`grpo.rollouts: hardex`; one prefill per prompt,
+    finished rows leave the batch), or a vLLM engine in this process whose weights are replaced by the
+    policy's before each step (`grpo.rollouts: vllm`; engine settings from `generation.vllm`).
+
+    TRL hands over each prompt num_generations times in a row; each distinct prompt is encoded once
+    and sampled num_generations times. Sample streams are keyed by (run seed, step, position in the
+    step), so a resumed run draws what an uninterrupted one would.
+    """
     from hardex.generation.sampling import Sampling
-    from hardex.generation.hf import HFGenerator
     from hardex.models import encode_prompt
 
     sampling = Sampling(g["temperature"], g["top_p"], g["max_completion_length"])
+    vllm = g["rollouts"] == "vllm"
     state: dict[str, Any] = {}
+
+    def generator(model, trainer):
+        if vllm:
+            from hardex.generation.vllm_backend import VLLMGenerator
+
+            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")  # the engine samples what is trained
+            return VLLMGenerator(str(model.name_or_path), dtype=dtype, seed=seed, progress=False, in_process=True,
+                                 tokenizer=trainer.processing_class, **g["vllm"])
+        from hardex.generation.hf import HFGenerator
+
+        return HFGenerator(str(model.name_or_path), model=model, tokenizer=trainer.processing_class,
+                           token_budget=token_budget, progress=False)
 
     def rollout(prompts: list[str], trainer) -> dict[str, list]:
         n = trainer.num_generations
@@ -193,10 +232,11 @@ def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
         if len(prompts) % n or any(len(set(group)) != 1 for group in groups):
             raise ValueError(f"expected each prompt {n} times in a row (TRL's sampler), got {len(prompts)} prompts")
         model = trainer.accelerator.unwrap_model(trainer.model)
-        training = model.training
+        training = model.training  # read first: the transformers generator puts the model in eval mode
         if "generator" not in state:
-            state["generator"] = HFGenerator(str(model.name_or_path), model=model, tokenizer=trainer.processing_class,
-                                             token_budget=token_budget, progress=False)
+            state["generator"] = generator(model, trainer)
+        if vllm:
+            state["generator"].load_weights(policy_weights(model))
         distinct = [group[0] for group in groups]
         step_seed = int(settings_hash({"seed": seed, "step": trainer.state.global_step}), 16) % 2**31
         model.eval()  # in training mode, gradient checkpointing switches the KV cache off
@@ -210,6 +250,13 @@ def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
                 "completion_ids": ids,
                 "logprobs": [[0.0] * len(c) for c in ids]}  # read by TRL only for vLLM's importance sampling
 
+    def close():
+        """Stop a vLLM engine (its KV cache holds a share of the machine's memory)."""
+        generator = state.pop("generator", None)
+        if vllm and generator is not None:
+            generator.close()
+
+    rollout.close = close
     return rollout
 
 
@@ -320,7 +367,11 @@ def train_grpo(
     reward.__name__ = "correct"
     dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in epoch_rows])
     rollouts = None
-    if g["rollouts"] == "hardex":
+    if g["rollouts"] == "vllm":
+        from hardex.generation.vllm_backend import require_vllm
+
+        require_vllm()  # fail before the first step, saying how to install it
+    if g["rollouts"] in ("hardex", "vllm"):
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL warns that rollout_func is experimental
         rollouts = hardex_rollouts(g, seed)
     trainer = _trainer_class()(
@@ -341,6 +392,9 @@ def train_grpo(
             raise FloatingPointError(f"the policy diverged (non-finite sampling probabilities) at step "
                                      f"{trainer.state.global_step}; lower the learning rate") from e
         raise
+    finally:
+        if rollouts is not None:
+            rollouts.close()
     if trainer.state.global_step < steps_total:  # a run that stopped early must not pass for a finished one
         raise TrainingError(f"training stopped at step {trainer.state.global_step} of {steps_total}")
     if trainer.state.global_step not in checkpoint_steps(ckpt_dir):

@@ -158,6 +158,19 @@ def test_a_model_grpo_override_changes_only_the_keys_it_writes(smoke_config):
     assert g["learning_rate"] == smoke_config["grpo"]["learning_rate"] and g["max_steps"] == 4
 
 
+def test_vllm_rollouts_carry_the_engine_settings_into_the_run(smoke_config):
+    """The engine's settings decide the rollouts' samples (dtype aside), so they are part of the run's
+    settings, and of its checkpoints' hash; other runs do not carry them."""
+    from hardex.config import grpo_settings
+
+    cfg = copy.deepcopy(smoke_config)
+    cfg["models"]["tiny"]["grpo"] = {"rollouts": "vllm"}
+    cfg["generation"] = {"vllm": {"max_model_len": 512}}
+    g = grpo_settings(check_config(cfg), "tiny")
+    assert g["rollouts"] == "vllm" and g["vllm"]["max_model_len"] == 512
+    assert "vllm" not in grpo_settings(check_config(copy.deepcopy(smoke_config)), "tiny")
+
+
 def test_adaptive_probing_settles_every_boundary_the_selection_needs(smoke_config):
     from hardex.config import probe_settings
 

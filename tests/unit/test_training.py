@@ -226,3 +226,29 @@ def test_a_damaged_last_checkpoint_falls_back_to_the_one_before(tmp_path, tiny_m
     assert any("checkpoint-4 is damaged (SafetensorError" in str(m) for m in messages), messages
     assert any(str(m).startswith("resuming from") and str(m).split()[2].endswith("checkpoint-2") for m in messages)
     assert steps["step"].to_list() == [1, 2, 3, 4] and summary["checkpoints"] == [2, 4]
+
+
+def test_policy_weights_of_a_lora_model_are_its_merged_weights(tiny_model):
+    """What vLLM rollouts are given each step: the base weights plus the LoRA deltas, under the plain
+    checkpoint's names, leaving the trained model unmerged."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from hardex.training import policy_weights
+
+    original = dict(AutoModelForCausalLM.from_pretrained(tiny_model).named_parameters())
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"]))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_()  # PEFT starts B at zero: make the deltas real
+    weights = {n: t.clone() for n, t in policy_weights(model)}
+    assert any("lora_A" in n for n, _ in model.named_parameters())  # still an unmerged PEFT model
+    reference = dict(model.merge_and_unload().named_parameters())
+    assert weights.keys() == reference.keys() == original.keys()
+    for name, tensor in weights.items():
+        torch.testing.assert_close(tensor, reference[name].detach(), rtol=1e-5, atol=1e-6)
+    changed = {n.split(".")[-2] for n in weights if not torch.equal(weights[n], original[n])}
+    assert changed == {"q_proj", "down_proj"}

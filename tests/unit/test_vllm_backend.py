@@ -183,7 +183,7 @@ def test_module_imports_without_vllm(monkeypatch):
 @pytest.fixture
 def stub_vllm(monkeypatch):
     """A stand-in `vllm` that records engines and requests and echoes deterministic text."""
-    calls = {"engines": [], "generate": []}
+    calls = {"engines": [], "generate": [], "shutdowns": []}
 
     class SamplingParams:
         def __init__(self, **kw):
@@ -196,6 +196,8 @@ def stub_vllm(monkeypatch):
     class LLM:
         def __init__(self, **kw):
             calls["engines"].append(kw)
+            shutdown = lambda: calls["shutdowns"].append(kw["model"])  # noqa: E731
+            self.llm_engine = types.SimpleNamespace(engine_core=types.SimpleNamespace(shutdown=shutdown))
 
         def generate(self, prompts, params, use_tqdm=True, lora_request=None):
             texts = ["".join(map(chr, p["prompt_token_ids"])) for p in prompts]  # prompts arrive as token ids
@@ -272,6 +274,7 @@ def test_adapter_after_a_plain_engine_restarts_it(stub_vllm, tmp_path):
     gen.use_checkpoint(write_adapter(tmp_path / "checkpoint-100", r=8))
     gen.generate(["q"], 1, Sampling(1.0, 1.0, 8))
     assert len(stub_vllm["engines"]) == 2 and stub_vllm["engines"][1]["max_lora_rank"] == 8
+    assert stub_vllm["shutdowns"] == ["m"]  # the first engine is stopped, not left holding its memory
 
 
 def test_larger_adapter_than_the_engine_allows(stub_vllm, tmp_path):
@@ -292,6 +295,7 @@ def test_full_checkpoints_need_a_new_engine_each(stub_vllm, tmp_path):
     gen.generate(["q"], 1, Sampling(1.0, 1.0, 8))
     models = [e["model"] for e in stub_vllm["engines"]]
     assert models == [str(tmp_path / "checkpoint-100"), str(tmp_path / "checkpoint-200"), "base"]
+    assert stub_vllm["shutdowns"] == models[:2]
 
 
 def test_greedy_with_several_samples_fails_before_an_engine_starts(stub_vllm):

