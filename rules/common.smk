@@ -93,6 +93,20 @@ def model_runtime(wildcards, attempt):
     return int((c["runtime_min"] + c["runtime_min_per_b"] * size) * attempt)
 
 
+# `--sdm conda` environments of the jobs that generate: vLLM has its own (it pins its own torch and
+# transformers), used where the config generates or samples rollouts with it
+GENERATION_ENV = (
+    "../envs/vllm.yaml"
+    if config["generation"]["backend"] == "vllm"
+    else "../envs/generation.yaml"
+)
+
+
+def training_env(wildcards):
+    vllm = grpo_settings(config, wildcards.model)["rollouts"] == "vllm"
+    return "../envs/vllm.yaml" if vllm else "../envs/training.yaml"
+
+
 MODEL_JOB_THREADS = config["compute"]["threads"]
 RUN_JOB_THREADS = config["compute"]["run_threads"]
 MODEL_JOB_GPU = config["compute"]["gpu"]

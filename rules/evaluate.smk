@@ -11,7 +11,7 @@ rule evaluate_base:
     benchmark:
         layout.TIMINGS["evaluate_base"]
     conda:
-        "../envs/generation.yaml"
+        GENERATION_ENV
     threads: RUN_JOB_THREADS
     resources:
         gpu=MODEL_JOB_GPU,
@@ -42,7 +42,7 @@ rule evaluate_run:
     benchmark:
         layout.TIMINGS["evaluate_run"]
     conda:
-        "../envs/generation.yaml"
+        GENERATION_ENV
     threads: RUN_JOB_THREADS
     resources:
         gpu=MODEL_JOB_GPU,

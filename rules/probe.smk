@@ -12,7 +12,7 @@ rule probe:
     benchmark:
         layout.TIMINGS["probe"]
     conda:
-        "../envs/generation.yaml"
+        GENERATION_ENV
     threads: MODEL_JOB_THREADS
     resources:
         gpu=MODEL_JOB_GPU,

