@@ -343,6 +343,12 @@ def train_grpo(
         kept = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
         kept = [r for r in kept if resume and r["step"] <= done[-1]]
     record.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    t0 = time.time()
+    if done and done[-1] >= steps_total:
+        # Trainer.train resumed from the last step trains one step more (it checks the end only after a
+        # step): a finished run publishes its last checkpoint as it is
+        log(f"{resume} is the run's last step: publishing it, nothing to train")
+        return _publish(Path(resume), final_dir, record, steps_file, ckpt_dir, t0, log)
     log(f"resuming from {resume} ({len(kept)} steps recorded)" if resume else "training from the base model")
 
     use_cpu = not torch.cuda.is_available()
@@ -384,7 +390,6 @@ def train_grpo(
         callbacks=[_step_recorder(record)],
         rollout_func=rollouts,
     )
-    t0 = time.time()
     try:
         trainer.train(resume_from_checkpoint=resume)
     except RuntimeError as e:
@@ -399,17 +404,29 @@ def train_grpo(
         raise TrainingError(f"training stopped at step {trainer.state.global_step} of {steps_total}")
     if trainer.state.global_step not in checkpoint_steps(ckpt_dir):
         trainer._save_checkpoint(trainer.model, trial=None)  # the final step is a checkpoint too
+    return _publish(ckpt_dir / f"checkpoint-{trainer.state.global_step}", final_dir, record, steps_file, ckpt_dir,
+                    t0, log)
+
+
+# what a checkpoint holds to resume training, beside the weights, tokenizer and configs the final folder gets
+TRAINER_STATE_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth")
+
+
+def _publish(checkpoint: Path, final_dir: Path, record: Path, steps_file: Path, ckpt_dir: Path, t0: float,
+             log) -> dict[str, Any]:
+    """Write the run's outputs from its last checkpoint: `final_dir` (its weights, adapter, tokenizer and
+    configs) and `steps_file` (the step record); return the run's summary."""
     tmp_final = final_dir.with_name(final_dir.name + ".tmp")
     shutil.rmtree(tmp_final, ignore_errors=True)
-    trainer.save_model(str(tmp_final))
-    tokenizer.save_pretrained(str(tmp_final))
+    shutil.copytree(checkpoint, tmp_final,
+                    ignore=lambda _, names: [n for n in names if n in TRAINER_STATE_FILES or n.startswith("rng_state")])
     rows_logged = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
     steps = pl.DataFrame(rows_logged, schema=STEP_COLUMNS).unique("step", keep="last").sort("step")
     shutil.rmtree(final_dir, ignore_errors=True)
     tmp_final.rename(final_dir)
     write_parquet_atomic(steps, steps_file)
     summary = {
-        "steps": int(trainer.state.global_step),
+        "steps": int(checkpoint.name.removeprefix("checkpoint-")),
         "learnable_pct": learnable_pct(steps),
         "seconds": round(time.time() - t0, 1),
         "checkpoints": checkpoint_steps(ckpt_dir),

@@ -252,3 +252,22 @@ def test_policy_weights_of_a_lora_model_are_its_merged_weights(tiny_model):
         torch.testing.assert_close(tensor, reference[name].detach(), rtol=1e-5, atol=1e-6)
     changed = {n.split(".")[-2] for n in weights if not torch.equal(weights[n], original[n])}
     assert changed == {"q_proj", "down_proj"}
+
+
+def test_rerunning_a_finished_run_trains_no_step_past_its_end(tmp_path, tiny_model, grpo):
+    """transformers' Trainer resumed from the last step's checkpoint trains one step more (it checks the
+    end after a step): a rerun of a finished run (Snakemake reruns train when its subset is rewritten)
+    added step 5 and checkpoint-5 to a 4-step run. Now it publishes checkpoint-4 as it is."""
+    from safetensors.torch import load_file
+
+    g = {**grpo, "lr_scheduler": "constant", "warmup_ratio": 0.0}  # an extra step would move the weights
+    bob = lambda c, a, p: float("Bob" in c)  # noqa: E731
+    _, first, run_dir = run(tmp_path, tiny_model, g, bob)
+    messages = []
+    summary, steps, _ = run(tmp_path, tiny_model, g, bob, log=messages.append)
+    assert any("nothing to train" in str(m) for m in messages), messages
+    assert steps.equals(first) and steps["step"].to_list() == [1, 2, 3, 4]
+    assert summary["steps"] == 4 and summary["checkpoints"] == [2, 4]
+    final, last = (load_file(run_dir / p / "model.safetensors") for p in ("final", "checkpoints/checkpoint-4"))
+    assert final.keys() == last.keys() and all((final[k] == last[k]).all() for k in final)
+    assert not any((run_dir / "final" / f).exists() for f in ("optimizer.pt", "scheduler.pt", "trainer_state.json"))
