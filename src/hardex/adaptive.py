@@ -24,7 +24,8 @@ import polars as pl
 from hardex.config import schema_defaults
 from hardex.generation.sampling import Sampling
 from hardex.io import settings_hash, write_parquet_atomic
-from hardex.probing import SAMPLER_VERSION, SAMPLES_SCHEMA, chunk_tag, read_chunk, rows_tag, sample_rows
+from hardex.probing import (SAMPLER_VERSION, SAMPLES_SCHEMA, chunk_tag, generate_counted, read_chunk, rows_tag,
+                            sample_rows)
 from hardex.selection import BOUNDARY_STRATEGIES, budget_size
 
 
@@ -293,11 +294,12 @@ def probe_pool_adaptive(pool: pl.DataFrame, task, render: Callable[[str], str], 
             log(f"reused {path.name}")
             df = found[0]
         else:
-            comps = gen().generate([prompts[i] for i in which], take, sampling, seed=seed, desc="probe",
-                                   keys=[ids[i] for i in which], first_sample=first)
+            comps, tokens = generate_counted(gen(), [prompts[i] for i in which], take, sampling, seed=seed,
+                                             desc="probe", keys=[ids[i] for i in which], first_sample=first)
             correct = [[task.is_correct(c, rows[i]["answer"], prompts[i]) for c in cs]
                        for i, cs in zip(which, comps)]
-            df = pl.DataFrame(sample_rows([rows[i] for i in which], comps, correct, first), schema=SAMPLES_SCHEMA)
+            df = pl.DataFrame(sample_rows([rows[i] for i in which], comps, correct, tokens, first),
+                              schema=SAMPLES_SCHEMA)
             write_parquet_atomic(df, path)
         parts.append(df)
         pos = {ids[i]: j for j, i in enumerate(which)}
@@ -332,6 +334,8 @@ def probe_pool_adaptive(pool: pl.DataFrame, task, render: Callable[[str], str], 
     )
     order = {i: j for j, i in enumerate(ids)}
     samples = (pl.concat(parts) if parts else pl.DataFrame(schema=SAMPLES_SCHEMA))
+    tokens = samples.group_by("id").agg(pl.col("tokens").sum())
+    counts = counts.join(tokens, on="id", how="left", maintain_order="left").with_columns(pl.col("tokens").fill_null(0))
     samples = samples.with_columns(pl.col("id").replace_strict(order, return_dtype=pl.Int64).alias("_o"))
     samples = samples.sort(["_o", "sample"]).drop("_o")
     saved = 1 - taken.sum() / (k * len(rows))

@@ -25,10 +25,12 @@ import polars as pl
 from hardex.generation.sampling import Sampling
 from hardex.io import DamagedFileError, read_parquet, settings_hash, write_parquet_atomic
 
-# bump when the way samples are drawn changes, so chunks drawn the old way are never reused
-SAMPLER_VERSION = "keyed-v1"
+# bump when the way samples are drawn or recorded changes, so chunks of the old kind are never reused
+# (v2: each sample records its token count)
+SAMPLER_VERSION = "keyed-v2"
 
-SAMPLES_SCHEMA = {"id": pl.Utf8, "sample": pl.Int64, "completion": pl.Utf8, "correct": pl.Boolean}
+SAMPLES_SCHEMA = {"id": pl.Utf8, "sample": pl.Int64, "completion": pl.Utf8, "correct": pl.Boolean,
+                  "tokens": pl.Int64}
 
 
 def chunk_tag(settings: dict[str, Any], identity: dict[str, Any]) -> str:
@@ -44,11 +46,19 @@ def rows_tag(rows: list[dict[str, Any]], prompts: list[str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def sample_rows(rows, comps_per_row, correct_per_row, first: int = 0) -> list[dict[str, Any]]:
+def generate_counted(generator, prompts: list[str], n: int, sampling: Sampling, **kwargs):
+    """(completions, token counts): n completions per prompt as `generate` gives them, and the new
+    tokens each took, its EOS included (what the compute table counts)."""
+    ids = generator.generate_ids(prompts, n, sampling, **kwargs)
+    texts = [generator.tokenizer.batch_decode(rows, skip_special_tokens=True) for rows in ids]
+    return texts, [[len(r) for r in rows] for rows in ids]
+
+
+def sample_rows(rows, comps_per_row, correct_per_row, tokens_per_row, first: int = 0) -> list[dict[str, Any]]:
     out = []
-    for row, comps, correct in zip(rows, comps_per_row, correct_per_row):
-        out += [{"id": row["id"], "sample": first + j, "completion": c, "correct": ok}
-                for j, (c, ok) in enumerate(zip(comps, correct))]
+    for row, comps, correct, tokens in zip(rows, comps_per_row, correct_per_row, tokens_per_row):
+        out += [{"id": row["id"], "sample": first + j, "completion": c, "correct": ok, "tokens": t}
+                for j, (c, ok, t) in enumerate(zip(comps, correct, tokens))]
     return out
 
 
@@ -64,7 +74,7 @@ def probe_chunk(
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Probe one chunk: (per-example counts, per-sample outcomes)."""
     ids = [r["id"] for r in rows]
-    samples = generator.generate(prompts, k, sampling, seed=seed, desc="probe", keys=ids)
+    samples, tokens = generate_counted(generator, prompts, k, sampling, seed=seed, desc="probe", keys=ids)
     greedy = (
         generator.generate(prompts, 1, Sampling(0.0, 1.0, sampling.max_new_tokens), seed=seed, desc="greedy",
                            keys=ids)
@@ -72,7 +82,7 @@ def probe_chunk(
         else [[None]] * len(rows)
     )
     counts, correct_all = [], []
-    for row, prompt, comps, g in zip(rows, prompts, samples, greedy):
+    for row, prompt, comps, g, t in zip(rows, prompts, samples, greedy, tokens):
         correct = [task.is_correct(c, row["answer"], prompt) for c in comps]
         correct_all.append(correct)
         counts.append(
@@ -83,9 +93,10 @@ def probe_chunk(
                 "pass_rate": sum(correct) / k,
                 "greedy_correct": None if g[0] is None else task.is_correct(g[0], row["answer"], prompt),
                 "tier": None if row.get("tier") is None else str(row["tier"]),
+                "tokens": sum(t),
             }
         )
-    outs = sample_rows(rows, samples, correct_all)
+    outs = sample_rows(rows, samples, correct_all, tokens)
     return pl.DataFrame(counts), pl.DataFrame(outs, schema=SAMPLES_SCHEMA)
 
 

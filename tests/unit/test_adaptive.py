@@ -131,7 +131,11 @@ def test_probe_pool_adaptive_on_the_tiny_model(tmp_path):
     ad, ad_s = probe_pool_adaptive(pool, task, render, lambda: gen,
                                    {**settings, "adaptive": {**CFG, "budget": 0.2, "min_samples": 2}},
                                    tmp_path / "adaptive", log=lambda *a: None)
-    assert ad.columns == full.columns == ["id", "k", "n_correct", "pass_rate", "greedy_correct", "tier"]
+    assert ad.columns == full.columns == ["id", "k", "n_correct", "pass_rate", "greedy_correct", "tier", "tokens"]
+    for counts, samples in ((ad, ad_s), (full, full_s)):  # an example's tokens: those of its samples
+        per_id = samples.group_by("id").agg(pl.col("tokens").sum().alias("sampled"))
+        assert counts.join(per_id, on="id")["tokens"].to_list() == counts.join(per_id, on="id")["sampled"].to_list()
+        assert (counts["tokens"] >= counts["k"]).all()
     assert ad["id"].to_list() == full["id"].to_list()
     assert ((ad["k"] >= 2) & (ad["k"] <= 6)).all()
     assert ad_s.height == ad["k"].sum()

@@ -101,7 +101,10 @@ def load_steps(steps_files: Iterable[str | Path]) -> pl.DataFrame:
 
 def load_pool(probe_files: Iterable[str | Path], subset_files: Iterable[str | Path]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(probe tables with model, task; subsets with model, task, strategy, seed) from the standard layout."""
-    probes = [_with_keys(read_parquet(f, columns=["id", "k", "pass_rate"]), _keys(layout.PROBE, f)) for f in probe_files]
+    # tokens: what the probe generated per example (tables probed before it was recorded lack it)
+    probes = [_with_keys(read_parquet(f, columns=[c for c in ("id", "k", "pass_rate", "tokens") if c in have]),
+                         _keys(layout.PROBE, f))
+              for f in probe_files for have in [parquet_columns(f)]]
     subsets = [_with_keys(read_parquet(f, columns=["id", "pass_rate"]), _keys(layout.SUBSET, f)) for f in subset_files]
     if not probes:
         raise AnalysisError("no probe tables to analyse")
