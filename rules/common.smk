@@ -14,10 +14,13 @@ from hardex.config import (
     decodings,
     grpo_settings,
     probe_settings,
+    run_grpo_settings,
     run_length,
+    run_strategies,
     split_spec,
 )
 from hardex.report import AnalysisError
+from hardex.selection import offline_strategy
 from hardex.report.reference import reference_path
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
@@ -31,7 +34,10 @@ config = check_or_exit(
 MODELS = list(config["models"])
 BUILT_MODELS = [m for m in MODELS if config["models"][m]["path"] == "build"]
 TASKS = list(config["tasks"])
-STRATEGIES = config["selection"]["strategies"]
+STRATEGIES = config["selection"]["strategies"]  # each a subset
+RUN_STRATEGIES = run_strategies(
+    config
+)  # each a training run: the subsets', and <strategy>_online
 SEEDS = config["seeds"]
 
 
@@ -45,7 +51,7 @@ localrules:
 wildcard_constraints:
     model="|".join(MODELS),
     task="|".join(TASKS),
-    strategy="|".join(STRATEGIES),
+    strategy="|".join(RUN_STRATEGIES),
     dataset="[A-Za-z0-9][A-Za-z0-9_-]*",
     split="[A-Za-z0-9][A-Za-z0-9_-]*",
     seed=r"\d+",
@@ -60,6 +66,12 @@ def data_file(ref):
     """The data file of a 'dataset/split' reference."""
     dataset, split = ref.split("/", 1)
     return layout.fill(layout.DATA, dataset=dataset, split=split)
+
+
+def run_subset(wildcards):
+    """The subset a run trains on: its strategy's (a <strategy>_online run: <strategy>'s)."""
+    strategy = offline_strategy(wildcards.strategy)[0]
+    return layout.fill(layout.SUBSET, **dict(wildcards.items(), strategy=strategy))
 
 
 def pool_file(wildcards):
@@ -113,8 +125,10 @@ MODEL_JOB_GPU = config["compute"]["gpu"]
 
 
 def every(template, **fields):
-    """The template filled with every model, task, strategy and seed it names (`fields` narrows them)."""
-    values = dict(model=MODELS, task=TASKS, strategy=STRATEGIES, seed=SEEDS) | fields
+    """The template filled with every model, task, run strategy and seed it names (`fields` narrows them)."""
+    values = (
+        dict(model=MODELS, task=TASKS, strategy=RUN_STRATEGIES, seed=SEEDS) | fields
+    )
     return expand(
         template, **{k: v for k, v in values.items() if f"{{{k}}}" in template}
     )
@@ -160,7 +174,13 @@ def held_out_files(wildcards):
 
 REPORT = config["report"]
 FIGURE_FORMATS = [f for f in REPORT["figures"]["formats"] if f != "png"]
-FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share"]
+FIGURES = [
+    "accuracy_curves",
+    "learnable_vs_gain",
+    "pool_pass_rates",
+    "zero_std_share",
+    "gain_vs_compute",
+]
 # gain by model capacity: a figure for configs that compare models
 FIGURES += ["capacity"] if len(MODELS) > 1 else []
 
@@ -183,7 +203,7 @@ BASE_FILES = every(layout.EVAL_BASE)
 STEPS_FILES = every(layout.STEPS)
 PROBE_FILES = every(layout.PROBE)
 OVERLAP_FILES = every(layout.OVERLAP)
-SUBSET_FILES = every(layout.SUBSET)
+SUBSET_FILES = every(layout.SUBSET, strategy=STRATEGIES)
 BUILT_MODEL_DIRS = every(layout.MODEL, model=BUILT_MODELS)
 # the timing file of every model job (wall time, memory), read by the compute table
 TIMING_FILES = [
@@ -207,7 +227,7 @@ PROVENANCE = {
     "configfile": _config_name(),
     "models": {m: config["models"][m]["path"] for m in MODELS},
     "tasks": {t: config["tasks"][t]["benchmarks"] for t in TASKS},
-    "strategies": STRATEGIES,
+    "strategies": RUN_STRATEGIES,
     "seeds": SEEDS,
     "budget": config["selection"]["budget"],
     "steps": {m: run_length(grpo_settings(config, m)) for m in MODELS},

@@ -11,6 +11,7 @@ localrules:
     report_figure_pool,
     report_figure_zero_std,
     report_figure_capacity,
+    report_figure_compute,
 
 
 rule report_tables:
@@ -202,3 +203,22 @@ rule report_figure_zero_std:
         provenance=PROVENANCE,
     script:
         "../scripts/report_figure_zero_std.py"
+
+
+rule report_figure_compute:
+    """Gain of every strategy against the rollouts and tokens it generated, probing and discarded groups
+    included, from the rollout_budget table: offline selection and online filtering at equal cost.
+    """
+    input:
+        budget=layout.fill(layout.TABLE, name="rollout_budget", ext="csv"),
+    output:
+        figure_outputs("gain_vs_compute", "gain against compute"),
+    log:
+        "logs/report/figure_compute.log",
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        style=STYLE,
+        provenance=PROVENANCE,
+    script:
+        "../scripts/report_figure_compute.py"

@@ -5,7 +5,7 @@ rule train:
     job's outputs, and a killed run resumes from them when the workflow is started again.
     """
     input:
-        subset=layout.SUBSET,
+        subset=run_subset,
         pool=pool_file,
         model=model_dir,
     output:
@@ -26,7 +26,7 @@ rule train:
         model=model_params,
         family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
-        grpo=lambda w: grpo_settings(config, w.model),
+        grpo=lambda w: run_grpo_settings(config, w.model, w.strategy),
         run_dir=fill(layout.RUN_DIR),
     script:
         "../scripts/train.py"

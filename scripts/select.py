@@ -12,7 +12,13 @@ from hardex.workflow import job_log
 with job_log(snakemake) as log:
     probe = read_parquet(snakemake.input.probe)
     subset = select(probe, snakemake.wildcards.strategy, snakemake.params.budget, snakemake.params.seed,
-                    in_tiers=snakemake.params.tiers)
+                    in_tiers=snakemake.params.tiers, band=snakemake.params.band,
+                    group_size=snakemake.params.group_size)
     write_parquet_atomic(subset, snakemake.output[0])
     log(f"{snakemake.wildcards.strategy}: {subset.height} of {probe.height}, "
         f"mean pass rate {subset['pass_rate'].mean():.3f}")
+    if snakemake.wildcards.strategy == "band":
+        lo, hi = snakemake.params.band
+        inside = subset["pass_rate"].is_between(lo, hi).sum()
+        log(f"band [{lo}, {hi}]: {inside} of the {subset.height} inside the window, "
+            f"{subset.height - inside} nearest outside it")

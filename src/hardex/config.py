@@ -60,8 +60,12 @@ def _schema_error_line(err) -> str:
     if kind == "pattern":
         why = f" ({sch['description']})" if sch.get("description") else ""
         return f"{key}: {v!r} does not match {sch['pattern']}{why}"
+    if kind in ("minItems", "minProperties") and sch[kind] > 1:
+        return f"{key}: {v!r} is too short; needs {sch[kind]} entries"
     if kind in ("minItems", "minProperties"):
         return f"{key}: must not be empty"
+    if kind == "maxItems":
+        return f"{key}: {v!r} is too long; at most {sch[kind]} entries"
     if kind == "uniqueItems":
         return f"{key}: {v!r} has duplicate entries"
     return f"{key}: {err.message}"
@@ -248,7 +252,7 @@ def _check_steps_fit_subsets(cfg: dict) -> None:
 def _check_strategy_names(cfg: dict) -> None:
     """Strategy names are checked against hardex.selection (where they are written) rather than the
     schema; unset lists default to the budget strategies."""
-    from hardex.selection import BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, STRATEGIES
+    from hardex.selection import BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, STRATEGIES, SelectionError, check_band
 
     for key in ("selection.strategies", "report.regression_strategies"):
         section, name = key.split(".")
@@ -258,6 +262,19 @@ def _check_strategy_names(cfg: dict) -> None:
         if strategy not in STRATEGIES and not strategy.startswith("tier_"):  # the schema checks tier names
             raise ConfigError(f"selection.strategies.{i}: {strategy!r} is not allowed; allowed: "
                               f"{', '.join(STRATEGIES)}, tier_<name>, tier_<name>_random")
+    for i, strategy in enumerate(cfg["selection"]["online_strategies"]):
+        if strategy not in cfg["selection"]["strategies"]:
+            raise ConfigError(f"selection.online_strategies.{i}: {strategy!r} is not one of selection.strategies "
+                              f"({', '.join(cfg['selection']['strategies'])}): its subset would not exist")
+    try:
+        check_band(cfg["selection"]["band"])
+    except SelectionError as e:
+        raise ConfigError(str(e)) from None
+    if cfg["selection"]["online_strategies"]:
+        for model in cfg["models"]:
+            if grpo_settings(cfg, model)["rollouts"] == "trl":
+                raise ConfigError(f"selection.online_strategies needs hardex's rollout function, which refills the "
+                                  f"batch; model {model!r} samples with TRL's generate (grpo.rollouts: trl)")
     for i, strategy in enumerate(cfg["probe"]["adaptive"]["strategies"] or []):
         if strategy not in BOUNDARY_STRATEGIES:
             raise ConfigError(f"probe.adaptive.strategies.{i}: {strategy!r} is not allowed (it has no pass-rate "
@@ -408,6 +425,25 @@ def grpo_settings(cfg: dict, model: str) -> dict:
     if g["rollouts"] == "vllm":
         g["vllm"] = cfg["generation"]["vllm"]
     return g
+
+
+def run_grpo_settings(cfg: dict, model: str, run_strategy: str) -> dict:
+    """One run's grpo settings: the model's, with `online_filtering` for a <strategy>_online run (the key
+    is absent otherwise, so that other runs keep the settings, and checkpoints, they had before it)."""
+    from hardex.selection import offline_strategy
+
+    g = grpo_settings(cfg, model)
+    if offline_strategy(run_strategy)[1]:
+        g["online_filtering"] = True
+    return g
+
+
+def run_strategies(cfg: dict) -> list[str]:
+    """Every run's strategy: the selection's, and <strategy>_online for its online strategies."""
+    from hardex.selection import ONLINE_SUFFIX
+
+    sel = cfg["selection"]
+    return list(sel["strategies"]) + [s + ONLINE_SUFFIX for s in sel["online_strategies"]]
 
 
 def decodings(cfg: dict) -> dict[str, dict]:

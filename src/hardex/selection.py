@@ -19,14 +19,21 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
+from hardex.metrics import expected_mixed
+
 # The strategy names, written here only. Order: as tables and legends show them (paper 1's order).
 #: floor(p N) examples by pass rate: lowest, a window around the median, highest; and at random
 BUDGET_STRATEGIES = ("hard", "medium", "easy", "random")
 #: of those, the ones whose subset ends at a pass-rate boundary (adaptive probing must settle them)
 BOUNDARY_STRATEGIES = ("hard", "medium", "easy")
+#: floor(p N) examples filtered offline as RL recipes do: pass rate inside a window (`selection.band`;
+#: open-r1 keeps 0.1-0.6, PRIME 0.2-0.8), or the highest expected share of mixed groups of size G
+FILTER_STRATEGIES = ("band", "learnable")
 #: the base model's greedy answer wrong / right (size-matched), their random control, the whole pool
 BASE_SPLIT_STRATEGIES = ("base_wrong", "base_right", "matched_random", "full")
-STRATEGIES = BUDGET_STRATEGIES + BASE_SPLIT_STRATEGIES
+STRATEGIES = BUDGET_STRATEGIES + FILTER_STRATEGIES + BASE_SPLIT_STRATEGIES
+#: a run named <strategy>_online trains on <strategy>'s subset with online filtering (hardex.training)
+ONLINE_SUFFIX = "_online"
 
 
 #: tier_<name> and tier_<name>_random; tier names are letters and digits, so the suffix is unambiguous
@@ -43,14 +50,25 @@ def parse_tier_strategy(strategy: str) -> tuple[str, bool] | None:
     return (m.group(1), m.group(2) is not None) if m else None
 
 
+def offline_strategy(run_strategy: str) -> tuple[str, bool]:
+    """A run's strategy -> (the strategy that chose its subset, whether it trains with online filtering)."""
+    if run_strategy.endswith(ONLINE_SUFFIX):
+        return run_strategy[: -len(ONLINE_SUFFIX)], True
+    return run_strategy, False
+
+
 def is_strategy(strategy: str) -> bool:
     """Whether `strategy` names a fixed strategy or a tier strategy."""
     return strategy in STRATEGIES or parse_tier_strategy(strategy) is not None
 
 
 def strategy_sort_key(strategy: str) -> tuple[int, str]:
-    """Display order: STRATEGIES' order first, other names (tier strategies) after, alphabetically."""
-    return (STRATEGIES.index(strategy), "") if strategy in STRATEGIES else (len(STRATEGIES), strategy)
+    """Display order: STRATEGIES' order first, each online run after the strategy whose subset it
+    trains on, other names (tier strategies) after, alphabetically."""
+    base, online = offline_strategy(strategy)
+    if base in STRATEGIES:
+        return (2 * STRATEGIES.index(base) + online, "")
+    return (2 * len(STRATEGIES), strategy)
 
 
 def tier_values(tiers: dict[str, Any], strategy: str, task: str) -> list[str] | None:
@@ -100,7 +118,7 @@ def budget_size(n: int, budget: float) -> int:
 def subset_size(strategy: str, n: int, budget: float) -> int | None:
     """Examples a strategy selects from a pool of n, when n and the budget alone decide it (else None:
     the base-model splits and tier strategies depend on the probe or the pool's tiers)."""
-    if strategy in BUDGET_STRATEGIES:
+    if strategy in BUDGET_STRATEGIES + FILTER_STRATEGIES:
         return budget_size(n, budget)
     return n if strategy == "full" else None
 
@@ -111,13 +129,34 @@ def base_split_size(probe: pl.DataFrame) -> int:
     return min(wrong, probe.height - wrong)
 
 
+def check_band(band: Sequence[float]) -> tuple[float, float]:
+    """A pass-rate window (lo, hi) with 0 <= lo <= hi <= 1, or a SelectionError saying what is wrong."""
+    if len(band) != 2:
+        raise SelectionError(f"selection.band must be [lo, hi], got {list(band)}")
+    lo, hi = (float(v) for v in band)
+    if not (0 <= lo <= 1 and 0 <= hi <= 1):
+        raise SelectionError(f"selection.band [{lo}, {hi}] lies outside [0, 1]: it is a window of pass rates")
+    if lo > hi:
+        raise SelectionError(f"selection.band [{lo}, {hi}] is reversed: lo must not exceed hi")
+    return lo, hi
+
+
 def select(
-    probe: pl.DataFrame, strategy: str, budget: float, seed: int, in_tiers: list[Any] | None = None
+    probe: pl.DataFrame,
+    strategy: str,
+    budget: float,
+    seed: int,
+    in_tiers: list[Any] | None = None,
+    band: Sequence[float] | None = None,
+    group_size: int | None = None,
 ) -> pl.DataFrame:
     """The subset for one strategy: columns id, pass_rate, rank (0 = first chosen).
 
     `in_tiers` is read by tier strategies only: the tier values of the strategy's tier on this task,
-    as `tier_values(config["selection"]["tiers"], strategy, task)` gives them.
+    as `tier_values(config["selection"]["tiers"], strategy, task)` gives them. `band` (lo, hi) is read by
+    `band`: examples inside the window first, then the nearest outside it when the window holds fewer
+    than the budget. `group_size` (the run's G) is read by `learnable`: examples by their expected share
+    of mixed groups (`hardex.metrics.expected_mixed`, from the probe's n_correct of k), highest first.
     """
     if not is_strategy(strategy):
         raise SelectionError(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}, tier_<name>[_random]")
@@ -133,6 +172,18 @@ def select(
             chosen = df.sort(["pass_rate", "_tie"], descending=[True, False]).head(m)
         else:  # a window of m centred on the median of the difficulty order
             chosen = by_difficulty.slice((n - m) // 2, m)
+    elif strategy == "band":
+        if band is None:
+            raise SelectionError("band needs its pass-rate window (selection.band)")
+        lo, hi = check_band(band)
+        outside = pl.max_horizontal(lo - pl.col("pass_rate"), pl.col("pass_rate") - hi, pl.lit(0.0))
+        chosen = df.with_columns(outside.alias("_outside")).sort(["_outside", "_tie"]).head(budget_size(n, budget))
+    elif strategy == "learnable":
+        if not group_size:
+            raise SelectionError("learnable needs the run's group size (grpo.num_generations)")
+        mixed = [expected_mixed(int(c), int(k), int(group_size)) for c, k in zip(df["n_correct"], df["k"])]
+        chosen = df.with_columns(pl.Series("_mixed", mixed)).sort(["_mixed", "_tie"], descending=[True, False]) \
+            .head(budget_size(n, budget))
     elif strategy == "random":
         chosen = df[_rng(seed, strategy).permutation(n)[: budget_size(n, budget)]]
     elif strategy == "full":

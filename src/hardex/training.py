@@ -40,6 +40,10 @@ STEP_COLUMNS = {
     "completion_length": pl.Float64,
     "learning_rate": pl.Float64,
     "step_time": pl.Float64,
+    "rollouts_generated": pl.Int64,  # completions sampled in the step, discarded ones included
+    "rollouts_discarded": pl.Int64,  # online filtering: completions of groups dropped for agreeing rewards
+    "tokens_generated": pl.Int64,
+    "filter_capped": pl.Boolean,  # online filtering reached grpo.online_max_rounds (null: not filtering)
 }
 # TRL log key -> steps.parquet column
 TRL_KEYS = {
@@ -68,7 +72,9 @@ def checkpoint_damage(folder: Path) -> str | None:
     return None
 
 
-def _step_recorder(path: Path):
+def _step_recorder(path: Path, counts: Callable[[], dict[str, Any]]):
+    """A callback writing one row per step; `counts()` gives the step's rollouts generated and discarded,
+    tokens generated and whether online filtering reached its cap."""
     from transformers import TrainerCallback
 
     class StepRecorder(TrainerCallback):
@@ -90,6 +96,7 @@ def _step_recorder(path: Path):
             row = {col: logs.get(key) for key, col in TRL_KEYS.items()}
             row["step"] = state.global_step
             row["step_time"] = time.time() - self.t0
+            row.update(counts())
             with open(path, "a") as fh:
                 fh.write(json.dumps(row) + "\n")
 
@@ -197,22 +204,36 @@ def policy_weights(model):
                 yield name, param.detach()
 
 
-def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
+def hardex_rollouts(g: dict[str, Any], seed: int, rows: list[dict[str, Any]] | None = None,
+                    reward_fn: Callable[[str, str, str], float] | None = None, token_budget: int = 262144):
     """A TRL rollout function that samples the weights being trained with hardex's own generator: the
     transformers backend probing and evaluation use (`grpo.rollouts: hardex`; one prefill per prompt,
     finished rows leave the batch), or a vLLM engine in this process whose weights are replaced by the
     policy's before each step (`grpo.rollouts: vllm`; engine settings from `generation.vllm`).
 
     TRL hands over each prompt num_generations times in a row; each distinct prompt is encoded once
-    and sampled num_generations times. Sample streams are keyed by (run seed, step, position in the
-    step), so a resumed run draws what an uninterrupted one would.
+    and sampled num_generations times. Sample streams are keyed by (run seed, step, round, position),
+    so a resumed run draws what an uninterrupted one would.
+
+    With `g["online_filtering"]` (DAPO's dynamic sampling), a step scores its groups with `reward_fn`,
+    drops those whose rewards all agree, and generates groups for further prompts drawn from `rows`
+    (seeded by step and round) until it holds prompts_per_step mixed groups or has used
+    `online_max_rounds` extra rounds; then it trains on what it has, its free slots filled with
+    agreeing groups (no gradient), and marks the step as capped. The prompts and answers TRL scores are
+    the ones returned (extra fields `answer` and `rollout_prompt`). `rollout.counts()` gives the last
+    step's rollouts generated and discarded, tokens generated and whether the cap was reached.
     """
+    import numpy as np
+
     from hardex.generation.sampling import Sampling
     from hardex.models import encode_prompt
 
     sampling = Sampling(g["temperature"], g["top_p"], g["max_completion_length"])
     vllm = g["rollouts"] == "vllm"
-    state: dict[str, Any] = {}
+    online = bool(g.get("online_filtering"))
+    if online and (not rows or reward_fn is None):
+        raise ValueError("online filtering needs the run's rows and its reward to refill a step")
+    state: dict[str, Any] = {"counts": {}}
 
     def generator(model, trainer):
         if vllm:
@@ -226,6 +247,31 @@ def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
         return HFGenerator(str(model.name_or_path), model=model, tokenizer=trainer.processing_class,
                            token_budget=token_budget, progress=False)
 
+    answer_of = {r["prompt"]: r["answer"] for r in rows or []}
+
+    def refill(groups: list[tuple[str, str, list]], sample, step: int, tokenizer) -> tuple[list, bool, list]:
+        """Online filtering of one step's (prompt, answer, completions) groups: the groups it trains
+        on, whether it reached the cap, and the completions of the extra rounds it generated."""
+        def agrees(prompt, answer, group) -> bool:
+            texts = tokenizer.batch_decode(group, skip_special_tokens=True)
+            return len({reward_fn(t, answer, prompt) for t in texts}) == 1
+
+        kept, dropped = [], []
+        for grp in groups:
+            (dropped if agrees(*grp) else kept).append(grp)
+        extra, round_ = [], 0
+        while len(kept) < len(groups) and round_ < g["online_max_rounds"]:
+            round_ += 1
+            rng = np.random.default_rng([seed, step, round_])
+            drawn = [rows[int(i)] for i in rng.choice(len(rows), min(len(groups), len(rows)), replace=False)]
+            more = sample([r["prompt"] for r in drawn], round_)
+            extra += [c for group in more for c in group]
+            for r, group in zip(drawn, more):
+                grp = (r["prompt"], r["answer"], group)
+                (dropped if agrees(*grp) else kept).append(grp)
+        capped = len(kept) < len(groups)
+        return (kept + dropped)[: len(groups)], capped, extra  # at the cap, agreeing groups fill the free slots
+
     def rollout(prompts: list[str], trainer) -> dict[str, list]:
         n = trainer.num_generations
         groups = [prompts[i : i + n] for i in range(0, len(prompts), n)]
@@ -237,18 +283,37 @@ def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
             state["generator"] = generator(model, trainer)
         if vllm:
             state["generator"].load_weights(policy_weights(model))
+        step = trainer.state.global_step
+        step_seed = int(settings_hash({"seed": seed, "step": step}), 16) % 2**31
+        tokenizer = trainer.processing_class
+
+        def sample(distinct: list[str], round_: int) -> list[list[list[int]]]:
+            keys = [str(j) if round_ == 0 else f"r{round_}-{j}" for j in range(len(distinct))]
+            return state["generator"].generate_ids(distinct, n, sampling, seed=step_seed, desc="rollouts", keys=keys)
+
         distinct = [group[0] for group in groups]
-        step_seed = int(settings_hash({"seed": seed, "step": trainer.state.global_step}), 16) % 2**31
         model.eval()  # in training mode, gradient checkpointing switches the KV cache off
         try:
-            completions = state["generator"].generate_ids(distinct, n, sampling, seed=step_seed, desc="rollouts",
-                                                          keys=[str(j) for j in range(len(distinct))])
+            completions = sample(distinct, 0)
+            generated = [c for group in completions for c in group]
+            capped = None
+            if online:
+                trained, capped, extra = refill([(p, answer_of[p], c) for p, c in zip(distinct, completions)],
+                                                sample, step, tokenizer)
+                generated += extra
+                distinct, answers, completions = (list(t) for t in zip(*trained))
         finally:
             model.train(training)
         ids = [c for group in completions for c in group]
-        return {"prompt_ids": [encode_prompt(trainer.processing_class, p) for p in distinct for _ in range(n)],
-                "completion_ids": ids,
-                "logprobs": [[0.0] * len(c) for c in ids]}  # read by TRL only for vLLM's importance sampling
+        state["counts"] = {"rollouts_generated": len(generated), "rollouts_discarded": len(generated) - len(ids),
+                           "tokens_generated": sum(len(c) for c in generated), "filter_capped": capped}
+        out = {"prompt_ids": [encode_prompt(tokenizer, p) for p in distinct for _ in range(n)],
+               "completion_ids": ids,
+               "logprobs": [[0.0] * len(c) for c in ids]}  # read by TRL only for vLLM's importance sampling
+        if online:  # TRL scores what was returned: the refilled prompts with their own answers
+            out["answer"] = [a for a in answers for _ in range(n)]
+            out["rollout_prompt"] = [p for p in distinct for _ in range(n)]
+        return out
 
     def close():
         """Stop a vLLM engine (its KV cache holds a share of the machine's memory)."""
@@ -257,6 +322,7 @@ def hardex_rollouts(g: dict[str, Any], seed: int, token_budget: int = 262144):
             generator.close()
 
     rollout.close = close
+    rollout.counts = lambda: state["counts"]
     return rollout
 
 
@@ -367,19 +433,27 @@ def train_grpo(
         peft_config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                                  target_modules=lora["target_modules"], task_type="CAUSAL_LM")
 
-    def reward(prompts, completions, answer, **_):
+    def reward(prompts, completions, answer, rollout_prompt=None, **_):
+        prompts = rollout_prompt or prompts  # online filtering may have replaced a prompt of TRL's batch
         return [reward_fn(c, a, p) for p, c, a in zip(prompts, completions, answer)]
 
     reward.__name__ = "correct"
     dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in epoch_rows])
     rollouts = None
+    if g.get("online_filtering") and g["rollouts"] == "trl":
+        raise TrainingError("online filtering refills steps in hardex's rollout function; set grpo.rollouts to "
+                            "hardex or vllm, not trl")
     if g["rollouts"] == "vllm":
         from hardex.generation.vllm_backend import require_vllm
 
         require_vllm()  # fail before the first step, saying how to install it
     if g["rollouts"] in ("hardex", "vllm"):
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL warns that rollout_func is experimental
-        rollouts = hardex_rollouts(g, seed)
+        rollouts = hardex_rollouts(g, seed, rows, reward_fn)
+        counts = rollouts.counts
+    else:  # TRL's generate: every completion of the step is trained on
+        per_step = g["prompts_per_step"] * g["num_generations"]
+        counts = lambda: {"rollouts_generated": per_step, "rollouts_discarded": 0}  # noqa: E731
     trainer = _trainer_class()(
         model=model,
         reward_funcs=reward,
@@ -387,7 +461,7 @@ def train_grpo(
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_step_recorder(record)],
+        callbacks=[_step_recorder(record, counts)],
         rollout_func=rollouts,
     )
     try:

@@ -14,6 +14,13 @@ HUB = ROOT / "tests" / "fixtures" / "hub"
 
 CASES = [
     ("selection.strategies", ["hard", "hardest"], "selection.strategies.1: 'hardest' is not allowed"),
+    ("selection.band", [0.6, 0.1], "selection.band [0.6, 0.1] is reversed: lo must not exceed hi"),
+    ("selection.band", [-0.1, 0.5], "selection.band.0: -0.1 is out of range; must be >= 0"),
+    ("selection.band", [0.2, 1.5], "selection.band.1: 1.5 is out of range; must be >= 0 and <= 1"),
+    ("selection.band", [0.2], "selection.band: [0.2] is too short; needs 2 entries"),
+    ("selection.band", [0.1, 0.2, 0.3], "selection.band: [0.1, 0.2, 0.3] is too long; at most 2 entries"),
+    ("selection.online_strategies", ["full"], "selection.online_strategies.0: 'full' is not one of selection.strategies"),
+    ("grpo.online_max_rounds", -1, "grpo.online_max_rounds: -1 is out of range; must be >= 0"),
     ("selection.budget", -0.1, "selection.budget: -0.1 is out of range; must be > 0 and <= 1"),
     ("selection.budget", 1.5, "selection.budget: 1.5 is out of range"),
     ("probe.k", 0, "probe.k: 0 is out of range; must be >= 1"),
@@ -169,6 +176,20 @@ def test_vllm_rollouts_carry_the_engine_settings_into_the_run(smoke_config):
     g = grpo_settings(check_config(cfg), "tiny")
     assert g["rollouts"] == "vllm" and g["vllm"]["max_model_len"] == 512
     assert "vllm" not in grpo_settings(check_config(copy.deepcopy(smoke_config)), "tiny")
+
+
+def test_online_runs_are_added_per_online_strategy_and_need_hardexs_rollouts(smoke_config):
+    from hardex.config import run_grpo_settings, run_strategies
+
+    cfg = copy.deepcopy(smoke_config)
+    cfg["selection"]["online_strategies"] = ["random"]
+    cfg = check_config(cfg)
+    assert run_strategies(cfg) == ["hard", "easy", "random", "random_online"]
+    assert run_grpo_settings(cfg, "tiny", "random_online")["online_filtering"] is True
+    assert "online_filtering" not in run_grpo_settings(cfg, "tiny", "random")  # its settings as before
+    cfg["models"]["tiny"]["grpo"] = {"rollouts": "trl"}
+    with pytest.raises(ConfigError, match="model 'tiny' samples with TRL's generate"):
+        check_config(cfg)
 
 
 def test_adaptive_probing_settles_every_boundary_the_selection_needs(smoke_config):

@@ -123,3 +123,12 @@ def test_model_parameters_come_from_the_build_or_the_config(tmp_path):
     (tmp_path / "tiny" / "build_summary.json").write_text(json.dumps({"parameters": 1409280}))
     assert loading.model_parameters({"tiny": 0.01, "qwen": 4.0}, {"tiny": tmp_path / "tiny"}) == {"tiny": 1409280.0,
                                                                                               "qwen": 4e9}
+
+
+def test_strategies_of_equal_cost_are_nudged_apart_and_others_stay():
+    """Every strategy that reads the probe costs the same rollouts: without the nudge their markers
+    drew on top of each other in gain_vs_compute."""
+    xs = P._dodge([19200.0, 3200.0, 19200.0, 19250.0, 9642.0])
+    assert xs[1] == 3200.0 and xs[4] == 9642.0
+    spread = sorted(xs[i] for i in (0, 2, 3))
+    assert spread[0] < 19200.0 < spread[2] and all(b / a >= 1.03 for a, b in zip(spread, spread[1:]))

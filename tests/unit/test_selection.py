@@ -26,9 +26,12 @@ def probe() -> pl.DataFrame:
     )
 
 
-@pytest.mark.parametrize("strategy", ["hard", "easy", "medium", "random"])
+FILTER_OPTIONS = {"band": (0.1, 0.6), "group_size": 4}  # read by band and learnable only
+
+
+@pytest.mark.parametrize("strategy", ["hard", "easy", "medium", "random", "band", "learnable"])
 def test_budget_strategies_take_exactly_floor_pn(probe, strategy):
-    sub = select(probe, strategy, 0.1, seed=0)
+    sub = select(probe, strategy, 0.1, seed=0, **FILTER_OPTIONS)
     assert sub.height == 13 == budget_size(137, 0.1)
     assert sub["id"].n_unique() == 13
     assert sub["rank"].to_list() == list(range(13))
@@ -59,7 +62,37 @@ def test_ties_are_broken_by_seed_not_dataset_order(probe):
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_deterministic_under_a_seed(probe, strategy):
-    assert select(probe, strategy, 0.1, 7).equals(select(probe, strategy, 0.1, 7))
+    assert select(probe, strategy, 0.1, 7, **FILTER_OPTIONS).equals(select(probe, strategy, 0.1, 7, **FILTER_OPTIONS))
+
+
+def test_band_takes_the_window_then_the_nearest_outside(probe):
+    inside = probe.filter(pl.col("pass_rate").is_between(0.2, 0.4))
+    few = select(probe, "band", 0.1, 0, band=(0.2, 0.4))
+    assert inside.height >= 13 and few["pass_rate"].is_between(0.2, 0.4).all()
+    assert select(probe, "band", 0.1, 1, band=(0.2, 0.4))["id"].to_list() != few["id"].to_list()  # seeded ties
+    narrow = select(probe, "band", 0.5, 0, band=(0.4, 0.4))  # 68 asked, fewer inside: then by distance
+    n_inside = probe.filter(pl.col("pass_rate") == 0.4).height
+    assert narrow.height == 68 and narrow.head(n_inside)["pass_rate"].eq(0.4).all()
+    distance = (narrow["pass_rate"] - 0.4).abs()
+    assert distance.to_list() == sorted(distance.to_list())
+
+
+def test_learnable_takes_the_highest_expected_mixed_share_for_the_group_size(probe):
+    from hardex.metrics import expected_mixed
+
+    sub = select(probe, "learnable", 0.1, 0, group_size=4)
+    score = {i: expected_mixed(c, 5, 4) for i, c in zip(probe["id"], probe["n_correct"])}
+    rest = [score[i] for i in probe["id"] if i not in set(sub["id"])]
+    assert min(score[i] for i in sub["id"]) >= max(rest)
+    # with K = 5 >= G = 4, the unbiased estimate: 0 unless the probe saw both outcomes at least twice
+    assert {c for c in sub["pass_rate"] * 5} <= {2.0, 3.0}
+
+
+@pytest.mark.parametrize("band,message", [((0.6, 0.1), "reversed"), ((-0.1, 0.5), "outside"),
+                                          ((0.2, 1.5), "outside")])
+def test_bad_band_windows_are_refused(probe, band, message):
+    with pytest.raises(SelectionError, match=message):
+        select(probe, "band", 0.1, 0, band=band)
 
 
 def test_base_wrong_right_are_size_matched_and_disjoint(probe):

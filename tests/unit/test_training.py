@@ -113,7 +113,7 @@ def test_a_nan_loss_is_refused_by_the_step_recorder(tmp_path):
 
     from hardex.training import _step_recorder
 
-    recorder = _step_recorder(tmp_path / "steps.jsonl")
+    recorder = _step_recorder(tmp_path / "steps.jsonl", dict)
     state = SimpleNamespace(global_step=7)
     recorder.on_log(None, state, None, logs={"reward": 0.5, "loss": 0.1})
     with pytest.raises(FloatingPointError, match="loss is nan at step 7"):
@@ -252,6 +252,46 @@ def test_policy_weights_of_a_lora_model_are_its_merged_weights(tiny_model):
         torch.testing.assert_close(tensor, reference[name].detach(), rtol=1e-5, atol=1e-6)
     changed = {n.split(".")[-2] for n in weights if not torch.equal(weights[n], original[n])}
     assert changed == {"q_proj", "down_proj"}
+
+
+def test_online_filtering_trains_only_on_mixed_groups_and_counts_what_it_drops(tmp_path, tiny_model, grpo):
+    """Half the rows are solved by any completion (their groups agree, no gradient), the other half
+    are rewarded by the completion's parity (mostly mixed). Online filtering drops the agreeing groups
+    and refills from the subset: every step trains on mixed groups only, and the step record counts the
+    rollouts it generated and threw away."""
+    solved = {r["prompt"] for i, r in enumerate(rows(8)) if i % 2 == 0}
+
+    def reward(c, a, p):
+        return 1.0 if p in solved else float(len(c) % 2 == 0)
+
+    g = {**grpo, "online_filtering": True, "online_max_rounds": 8}
+    _, steps, _ = run(tmp_path, tiny_model, g, reward, n_rows=8)
+    per_step = g["prompts_per_step"] * g["num_generations"]
+    assert not steps["filter_capped"].any()
+    assert (steps["frac_zero_std"] == 0).all(), steps["frac_zero_std"].to_list()
+    assert (steps["rollouts_generated"] - steps["rollouts_discarded"] == per_step).all()
+    assert steps["rollouts_discarded"].sum() > 0 and (steps["rollouts_generated"] % per_step == 0).all()
+    assert (steps["tokens_generated"] >= steps["rollouts_generated"]).all()  # at least one token each
+
+    plain = run(tmp_path, tiny_model, grpo, reward, name="plain", n_rows=8)[1]
+    assert plain["frac_zero_std"].mean() > 0.3  # without the filter, agreeing groups are trained on
+    assert (plain["rollouts_discarded"] == 0).all() and (plain["rollouts_generated"] == per_step).all()
+    assert plain["filter_capped"].is_null().all()
+
+
+def test_online_filtering_on_an_all_solved_pool_stops_at_its_cap_and_says_so(tmp_path, tiny_model, grpo):
+    g = {**grpo, "online_filtering": True, "online_max_rounds": 2}
+    _, steps, _ = run(tmp_path, tiny_model, g, lambda c, a, p: 1.0)
+    per_step = g["prompts_per_step"] * g["num_generations"]
+    assert steps["step"].to_list() == [1, 2, 3, 4]  # trained on what it had, not looped forever
+    assert steps["filter_capped"].all() and (steps["frac_zero_std"] == 1).all()
+    assert (steps["rollouts_generated"] == 3 * per_step).all()  # the batch and two refill rounds
+    assert (steps["rollouts_discarded"] == 2 * per_step).all()
+
+
+def test_online_filtering_with_trls_generate_is_refused(tmp_path, tiny_model, grpo):
+    with pytest.raises(TrainingError, match="online filtering refills steps in hardex's rollout function"):
+        run(tmp_path, tiny_model, {**grpo, "online_filtering": True, "rollouts": "trl"}, lambda c, a, p: 1.0)
 
 
 def test_rerunning_a_finished_run_trains_no_step_past_its_end(tmp_path, tiny_model, grpo):

@@ -32,6 +32,8 @@ DOCUMENTED = {
                   "evaluate_base": 4, "evaluate_run": 60, "all": 1},
     "gpu_mini": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 36, "train": 36,
                  "evaluate_base": 2, "evaluate_run": 36, "all": 1},
+    "cpu_online": {"dataset_split": 3, "build_model": 1, "check_overlap": 1, "probe": 1, "select": 18, "train": 21,
+                   "evaluate_base": 1, "evaluate_run": 21, "all": 1},
 }
 
 
@@ -39,12 +41,13 @@ def grid_counts(cfg: dict) -> dict[str, int]:
     """Jobs per rule from a config's grid, on an empty working directory."""
     m, t = len(cfg["models"]), len(cfg["tasks"])
     s, seeds = len(cfg["selection"]["strategies"]), len(cfg.get("seeds", [0]))
+    runs = s + len(cfg["selection"].get("online_strategies", []))  # <strategy>_online runs share its subset
     splits = {ref for task in cfg["tasks"].values() for ref in [task["pool"], *task["benchmarks"]]}
     built = [mm for mm in cfg["models"].values() if mm["path"] == "build"]
     splits |= {ref for mm in built for ref in mm["build"]["sft_from"]}
     counts = {"dataset_split": len(splits), "check_overlap": t, "probe": m * t, "select": m * t * s * seeds,
-              "train": m * t * s * seeds,
-              "evaluate_base": m * t, "evaluate_run": m * t * s * seeds, "all": 1}
+              "train": m * t * runs * seeds,
+              "evaluate_base": m * t, "evaluate_run": m * t * runs * seeds, "all": 1}
     if built:
         counts["build_model"] = len(built)
     return counts

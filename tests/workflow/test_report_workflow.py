@@ -15,8 +15,9 @@ from tests.support import snakemake
 
 pytestmark = pytest.mark.slow
 
-FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share"]
-FIGURE_RULES = {"report_figure_curves", "report_figure_learnable", "report_figure_pool", "report_figure_zero_std"}
+FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute"]
+FIGURE_RULES = {"report_figure_curves", "report_figure_learnable", "report_figure_pool", "report_figure_zero_std",
+                "report_figure_compute"}
 
 
 def _planned_rules(output: str) -> set[str]:
@@ -49,7 +50,8 @@ def test_compute_table_counts_every_model_job(smoke_run):
     import polars as pl
 
     cfg = yaml.safe_load((smoke_run / "config.yaml").read_text())
-    runs = len(cfg["tasks"]) * len(cfg["selection"]["strategies"]) * len(cfg["seeds"])
+    strategies = cfg["selection"]["strategies"] + cfg["selection"]["online_strategies"]  # and their _online runs
+    runs = len(cfg["tasks"]) * len(strategies) * len(cfg["seeds"])
     table = pl.read_csv(smoke_run / "results/tables/compute.csv")
     jobs = dict(zip(table["stage"], table["jobs"]))
     assert jobs == {"build_model": 1, "probe": len(cfg["tasks"]), "train": runs,
@@ -109,9 +111,10 @@ def _dry_run_with(workdir, report_settings: dict, ok: bool = True):
 
 def test_plot_setting_reruns_only_figure_rules(smoke_run):
     assert _dry_run_with(smoke_run, {"figures": {"dpi": 72}}) == FIGURE_RULES | {"all"}
-    # a statistics setting: the tables, the regression and the figure drawn from regression.json
+    # a statistics setting: the tables, the regression and the figures drawn from regression.json and
+    # from the rollout_budget table (its gain intervals)
     assert _dry_run_with(smoke_run, {"ci_level": 0.9}) == {"report_tables", "report_regression",
-                                                           "report_figure_learnable", "all"}
+                                                           "report_figure_learnable", "report_figure_compute", "all"}
     # which strategies the regression fits: the regression and the figure drawn from it
     assert _dry_run_with(smoke_run, {"regression_strategies": ["hard", "easy"]}) == {
         "report_regression", "report_figure_learnable", "all"}
@@ -121,3 +124,29 @@ def test_unknown_reference_stops_before_any_job(smoke_run):
     res = _dry_run_with(smoke_run, {"reference": "no_such_paper"}, ok=False)
     assert res.returncode != 0
     assert "hardex: config error: report.reference: no shipped reference 'no_such_paper'" in res.stderr
+
+
+def test_rollout_budget_charges_the_probe_to_the_strategies_that_read_it(smoke_run):
+    """hard, easy and hard_online were chosen by the probe: each is charged all its samples and their
+    tokens; random is not. Training rollouts are the steps' completions; the online run counts what it
+    generated and threw away, and says when it hit its cap."""
+    import polars as pl
+
+    cfg = yaml.safe_load((smoke_run / "config.yaml").read_text())
+    probe = pl.read_parquet(smoke_run / "results/probe/tiny/swaps.parquet")
+    table = pl.read_csv(smoke_run / "results/tables/rollout_budget.csv")
+    row = {s: r for s, r in zip(table["strategy"], table.iter_rows(named=True))}
+    assert set(row) == {"hard", "easy", "random", "hard_online"}
+    for strategy in ("hard", "easy", "hard_online"):
+        assert row[strategy]["probe_rollouts"] == probe["k"].sum() and row[strategy]["probe_tokens"] == probe["tokens"].sum()
+    assert row["random"]["probe_rollouts"] == 0 and row["random"]["probe_tokens"] == 0
+    g = cfg["grpo"]
+    per_run = g["max_steps"] * g["prompts_per_step"] * g["num_generations"]
+    assert row["hard"]["train_rollouts"] == per_run and row["hard"]["discarded_rollouts"] == 0
+    online = pl.read_parquet(smoke_run / "results/train/tiny/swaps/hard_online/seed0/steps.parquet")
+    assert row["hard_online"]["train_rollouts"] == per_run
+    assert row["hard_online"]["discarded_rollouts"] == online["rollouts_discarded"].sum()
+    assert row["hard_online"]["capped_steps"] == online["filter_capped"].sum()
+    assert ((online["frac_zero_std"] == 0) | online["filter_capped"]).all()  # mixed groups only, unless capped
+    for r in row.values():
+        assert r["total_rollouts"] == r["probe_rollouts"] + r["train_rollouts"] + r["discarded_rollouts"]

@@ -37,6 +37,7 @@ def one_long_run(workdir, cfg):
     """In a copy of the finished smoke run (model built, pool probed), the smoke config cut to one GRPO
     run of 12 steps with a checkpoint every 2, with no run and no evaluation left; its run folder."""
     cfg["selection"]["strategies"] = ["hard"]
+    cfg["selection"]["online_strategies"] = []
     cfg["grpo"].update(max_steps=12, save_steps=2)
     write_config(workdir, cfg)
     shutil.rmtree(workdir / "results/train")

@@ -106,6 +106,7 @@ def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
     workdir.mkdir()
     cfg = yaml.safe_load(SMOKE.read_text())
     cfg["selection"]["strategies"] = ["hard"]  # every kind of job, each once: Slurm's overhead is per job
+    cfg["selection"]["online_strategies"] = []
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
     # sbatch --export=ALL (the plugin's default) hands this environment to every job

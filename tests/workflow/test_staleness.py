@@ -13,7 +13,8 @@ import yaml
 
 from tests.support import snakemake
 
-STRATEGIES = ("hard", "easy", "random")  # the smoke config's
+STRATEGIES = ("hard", "easy", "random")  # the smoke config's subsets
+RUNS = (*STRATEGIES, "hard_online")  # and its runs: online_strategies [hard] trains hard's subset twice
 
 
 def planned(workdir, *extra) -> set[str]:
@@ -47,8 +48,9 @@ def job(rule, strategy=None, **extra):
     return f"{rule}[{', '.join(f'{k}={v}' for k, v in {**wc, **extra}.items())}]"
 
 
-def runs(*rules, strategies=STRATEGIES):
-    return {job(r, s) for r in rules for s in strategies}
+def runs(*rules, strategies=None):
+    """The jobs of `rules` per strategy: subsets for select, runs for train and evaluate_run."""
+    return {job(r, s) for r in rules for s in strategies or (STRATEGIES if r == "select" else RUNS)}
 
 
 @pytest.fixture
@@ -107,6 +109,13 @@ def test_budget_reruns_select_onward(finished, downstream):
     assert planned(finished) == runs("select", "train", "evaluate_run") | downstream("select")
 
 
+def test_settings_of_strategies_not_run_rerun_nothing(finished):
+    """The band window and the group size that learnable ranks by reach only those strategies' select
+    jobs: the smoke config has neither, so a new window reruns nothing (it once reran every select)."""
+    edit(finished, lambda c: c["selection"].update(band=[0.2, 0.8]))
+    assert planned(finished) == set()
+
+
 def test_adding_a_strategy_runs_only_its_jobs_and_the_report(finished, downstream):
     edit(finished, lambda c: c["selection"]["strategies"].append("medium"))
     expected = runs("select", "train", "evaluate_run", strategies=["medium"]) | downstream("select")
@@ -140,7 +149,8 @@ def test_a_damaged_result_table_is_named_by_the_job_that_reads_it(finished):
     probe = finished / "results/probe/tiny/swaps.parquet"
     with open(probe, "r+b") as fh:
         fh.truncate(probe.stat().st_size // 2)
-    res = snakemake(finished, "--cores", "1", "--forcerun", "select", "results/subsets/tiny/swaps/hard/seed0.parquet")
+    # --force remakes the target alone (--forcerun select ran every select job, in an order that varies)
+    res = snakemake(finished, "--cores", "1", "--force", "results/subsets/tiny/swaps/hard/seed0.parquet")
     assert res.returncode != 0
     log = (finished / "logs/select/tiny/swaps/hard/seed0.log").read_text()
     assert f"{probe.relative_to(finished)}: damaged or incomplete" in log and "run snakemake again" in log

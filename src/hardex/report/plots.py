@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+import math
+
 import matplotlib
 
 matplotlib.use("Agg")  # files only: no display on cluster nodes or in tests
@@ -22,18 +24,22 @@ from matplotlib.patches import Patch  # noqa: E402
 from hardex.io import atomic_path  # noqa: E402
 from hardex.report.reference import map_names  # noqa: E402
 from hardex.report.statistics import confidence_band  # noqa: E402
-from hardex.selection import STRATEGIES, strategy_sort_key  # noqa: E402
+from hardex.selection import STRATEGIES, offline_strategy, strategy_sort_key  # noqa: E402
 
 # One colour per strategy in every figure (colour-blind-safe Tableau order, hard = red).
-STRATEGY_COLORS = dict(zip(STRATEGIES, ["#d62728", "#ff7f0e", "#2ca02c", "#1f77b4", "#9467bd", "#8c564b", "#17becf",
-                                         "#7f7f7f"]))
-_EXTRA_COLORS = ["#bcbd22", "#e377c2", "#393b79", "#637939", "#8c6d31", "#843c39"]
+STRATEGY_COLORS = {"hard": "#d62728", "medium": "#ff7f0e", "easy": "#2ca02c", "random": "#1f77b4",
+                   "base_wrong": "#9467bd", "base_right": "#8c564b", "matched_random": "#17becf", "full": "#7f7f7f",
+                   "band": "#e377c2", "learnable": "#bcbd22"}
+assert set(STRATEGY_COLORS) == set(STRATEGIES)
+_EXTRA_COLORS = ["#393b79", "#637939", "#8c6d31", "#843c39", "#5254a3", "#8ca252"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">"]
 
 DEFAULT_STYLE = {"dpi": 150, "font_size": 10, "panel_width": 4.5, "panel_height": 3.2, "rolling_window": 5}
 
 
 def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
+    """A strategy's colour; an online run (<strategy>_online) shares its strategy's."""
+    strategy = offline_strategy(strategy)[0]
     if strategy in STRATEGY_COLORS:
         return STRATEGY_COLORS[strategy]
     others = sorted(s for s in known if s not in STRATEGY_COLORS) or [strategy]
@@ -413,4 +419,69 @@ def plot_capacity(gains: pl.DataFrame, learnable: pl.DataFrame, capacity: dict[s
         handles, labels = axes[0][0].get_legend_handles_labels()
         _legend_below(fig, handles, labels)
         fig.suptitle("Which subset wins, by model capacity (bars: intervals of the gain and learnable % tables)")
+        return save_figure(fig, paths, st["dpi"])
+
+
+# ---- compute: gain against rollouts and tokens (offline selection vs online filtering) -------------
+
+
+def _dodge(xs: Sequence[float], step: float = 1.04) -> list[float]:
+    """Positive x values on a log axis, those within 1 % of each other spread by factors of `step`
+    around their value, so that strategies of equal cost do not hide each other."""
+    out = list(xs)
+    groups: list[list[int]] = []
+    for i in sorted(range(len(xs)), key=lambda i: xs[i]):
+        if groups and xs[i] <= xs[groups[-1][0]] * 1.01:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    for group in groups:
+        for j, i in enumerate(group):
+            out[i] = xs[i] * step ** (j - (len(group) - 1) / 2)
+    return out
+
+
+def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """Per model x task (rows): each strategy's gain against the rollouts (left) and tokens (right) it
+    generated in all, probing and discarded groups included; bars are the gain's interval. A point up
+    and to the left buys more gain for less compute. Online runs share their strategy's colour, with
+    open markers; strategies of equal cost are nudged apart (by at most a few % per neighbour).
+    `budget` is `report.tables.rollout_budget`."""
+    st = _style(style)
+    cells = budget.select("model", "task").unique(maintain_order=True).rows()
+    strategies = sorted(set(budget["strategy"]), key=strategy_sort_key)
+    with plt.rc_context(_rc(st)):
+        fig, axes = plt.subplots(max(1, len(cells)), 2, squeeze=False, layout="constrained",
+                                 figsize=(2 * st["panel_width"], st["panel_height"] * max(1, len(cells)) + 0.9))
+        for i, (model, task) in enumerate(cells):
+            rows = budget.filter((pl.col("model") == model) & (pl.col("task") == task))
+            for ax, col, label in ((axes[i][0], "total_rollouts", "rollouts generated (probe + train + discarded)"),
+                                   (axes[i][1], "total_tokens", "tokens generated (probe + train + discarded)")):
+                points = [(strategy, r) for strategy in strategies
+                          if (r := rows.filter(pl.col("strategy") == strategy)).height and r[col][0] is not None]
+                xs = _dodge([float(r[col][0]) for _, r in points])
+                for k, ((strategy, r), x) in enumerate(zip(points, xs)):
+                    y, lo, hi = (float(r[c][0]) if r[c][0] is not None else math.nan
+                                 for c in ("gain", "gain_ci_low", "gain_ci_high"))
+                    err = np.array([[y - lo], [hi - y]])
+                    base, online = offline_strategy(strategy)
+                    marker = MARKERS[(STRATEGIES.index(base) if base in STRATEGIES else k) % len(MARKERS)]
+                    ax.errorbar([x], [y], yerr=np.where(np.isfinite(err), err, 0),
+                                color=strategy_color(strategy, strategies), marker=marker,
+                                markerfacecolor="white" if online else strategy_color(strategy, strategies),
+                                markersize=8, capsize=3, lw=1.5, label=strategy)
+                ax.axhline(0, color="0.3", lw=0.8)
+                ax.set_xscale("log")
+                # labelled ticks at 1, 2 and 5 per decade: the costs often span less than one decade
+                ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+                ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter(sep=""))
+                ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+                ax.set_xlabel(label)
+                ax.set_ylabel("gain over the base model (points)")
+                ax.set_title(f"{model} / {task}")
+        if not cells:
+            _no_data(axes[0][0], "no run recorded its rollouts")
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        _legend_below(fig, handles, labels)
+        fig.suptitle("Gain against compute: offline selection (filled) and online filtering (open)")
         return save_figure(fig, paths, st["dpi"])

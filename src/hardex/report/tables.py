@@ -291,6 +291,55 @@ def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame,
     return _order(both.group_by(CELL_KEYS).agg(aggs), CELL_KEYS)
 
 
+def rollout_budget(gains: pl.DataFrame, steps: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
+    """What each model x task x strategy cost in generated completions (rollouts) and tokens, beside its
+    gain, so that offline selection and online filtering compare at equal compute.
+
+    probe: the probe samples that chose the subset, charged in full to every strategy that reads pass
+    rates (their subsets all come from one probe of the whole pool); none for random, full, the tier
+    strategies and the base-model splits (those read one greedy answer per example, not counted).
+    train: completions trained on; discarded: completions of groups online filtering dropped. Means
+    over seeds. Tokens where a step did not record them (TRL's own generate) are its mean completion
+    length times its rollouts.
+    """
+    from hardex.selection import BOUNDARY_STRATEGIES, FILTER_STRATEGIES, offline_strategy
+
+    if steps.height == 0 or "rollouts_generated" not in steps.columns:
+        return pl.DataFrame()
+    steps = steps.with_columns(
+        pl.col("rollouts_discarded").fill_null(0),
+        pl.col("tokens_generated").fill_null((pl.col("completion_length") * pl.col("rollouts_generated")).round()),
+        (pl.col("filter_capped") if "filter_capped" in steps.columns else pl.lit(None, dtype=pl.Boolean)).fill_null(False),
+    )
+    runs = steps.group_by(RUN_KEYS).agg(
+        (pl.col("rollouts_generated") - pl.col("rollouts_discarded")).sum().alias("train_rollouts"),
+        pl.col("rollouts_discarded").sum().alias("discarded_rollouts"),
+        pl.col("tokens_generated").sum().alias("generated_tokens"),
+        pl.col("filter_capped").sum().alias("capped_steps"),
+    )
+    if "tokens" not in probes.columns:
+        probes = probes.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"))
+    probe_cost = probes.group_by("model", "task").agg(pl.col("k").sum().alias("pool_probe_rollouts"),
+                                                      pl.col("tokens").sum().alias("pool_probe_tokens"))
+    reads_probe = [s for s in runs["strategy"].unique() if offline_strategy(s)[0] in BOUNDARY_STRATEGIES + FILTER_STRATEGIES]
+    cells = runs.group_by(CELL_KEYS).agg(pl.col("train_rollouts", "discarded_rollouts", "generated_tokens",
+                                                "capped_steps").mean())
+    cells = cells.join(probe_cost, on=["model", "task"], how="left").with_columns(
+        pl.when(pl.col("strategy").is_in(reads_probe)).then(pl.col("pool_probe_rollouts")).otherwise(0)
+        .alias("probe_rollouts"),
+        pl.when(pl.col("strategy").is_in(reads_probe)).then(pl.col("pool_probe_tokens")).otherwise(0)
+        .alias("probe_tokens"),
+    ).with_columns(
+        (pl.col("probe_rollouts") + pl.col("train_rollouts") + pl.col("discarded_rollouts")).alias("total_rollouts"),
+        (pl.col("probe_tokens") + pl.col("generated_tokens")).alias("total_tokens"),
+    ).with_columns((100 * pl.col("probe_rollouts") / pl.col("total_rollouts")).alias("probe_share_pct"))
+    out = cells.join(gains.select(*CELL_KEYS, "n_seeds", "gain", "gain_ci_low", "gain_ci_high"), on=CELL_KEYS,
+                     how="left")
+    return _order(out.select(*CELL_KEYS, "n_seeds", "probe_rollouts", "train_rollouts", "discarded_rollouts",
+                             "total_rollouts", "probe_share_pct", "probe_tokens", "generated_tokens", "total_tokens",
+                             "capped_steps", "gain", "gain_ci_low", "gain_ci_high"), CELL_KEYS)
+
+
 def regression_cells(summary: pl.DataFrame, strategies: Sequence[str] | None = None) -> pl.DataFrame:
     """The regression's points: one per model x task x strategy (of `strategies`; all when None),
     gain and learnable % each averaged over the cell's seeds, `n_seeds` the seeds averaged.
@@ -354,6 +403,7 @@ TABLES = {
     "subset_pass_rates": "Pass rates of each selected subset",
     "catch_up": "Final accuracy against the full-pool run's, and the share of its steps (paper 2's catch-up)",
     "data_overlap": "Pool against benchmarks: questions in both",
+    "rollout_budget": "Rollouts and tokens generated per strategy, probing included, against its gain",
 }
 
 
@@ -372,6 +422,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     tiers = tier_table(res)
     pool = pool_distribution(probes)
     subs = subset_pass_rates(probes, subsets, generations)
+    budget = rollout_budget(gains, res.steps, probes)
     catch = catch_up_table(res.runs, level).with_row_index("_row")  # strategies in paper order, rows kept
     catch = _order(catch, ["model", "task", "strategy", "_row"]).drop("_row")
     no_verdict = (" Rows with a single seed on a side have no interval, so matches is empty: run several seeds "
@@ -423,4 +474,13 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                          "Questions of each benchmark that are also in the task's pool: exact, and only after "
                          "normalizing case, spacing and punctuation. A task with more than tasks.<task>.allow_overlap "
                          "(allowed) of them stops before probing: its gain would be measured on training data."),
+        "rollout_budget": (budget, "Completions (rollouts) and tokens each strategy generated, mean over seeds. "
+                                   "probe: the probe samples of the whole pool, charged to every strategy that "
+                                   "selects by pass rate (hard, medium, easy, band, learnable and their _online "
+                                   "runs), none to the others; train: completions trained on; discarded: those of "
+                                   "groups online filtering dropped for agreeing rewards; capped_steps: steps where "
+                                   "it reached grpo.online_max_rounds. Tokens: new tokens, EOS included (TRL's own "
+                                   "generate records none: its mean completion length times its rollouts). Gain as "
+                                   f"in accuracy_gain, with its {pct} interval." if budget.height else
+                           "No run recorded its rollouts (results from before the count was kept)."),
     }
