@@ -414,7 +414,7 @@ def train_grpo(
         # Trainer.train resumed from the last step trains one step more (it checks the end only after a
         # step): a finished run publishes its last checkpoint as it is
         log(f"{resume} is the run's last step: publishing it, nothing to train")
-        return _publish(Path(resume), final_dir, record, steps_file, ckpt_dir, t0, log)
+        return _publish(Path(resume), final_dir, record, steps_file, t0, log)
     log(f"resuming from {resume} ({len(kept)} steps recorded)" if resume else "training from the base model")
 
     use_cpu = not torch.cuda.is_available()
@@ -478,16 +478,15 @@ def train_grpo(
         raise TrainingError(f"training stopped at step {trainer.state.global_step} of {steps_total}")
     if trainer.state.global_step not in checkpoint_steps(ckpt_dir):
         trainer._save_checkpoint(trainer.model, trial=None)  # the final step is a checkpoint too
-    return _publish(ckpt_dir / f"checkpoint-{trainer.state.global_step}", final_dir, record, steps_file, ckpt_dir,
-                    t0, log)
+    return _publish(ckpt_dir / f"checkpoint-{trainer.state.global_step}", final_dir, record, steps_file, t0, log)
 
 
-# what a checkpoint holds to resume training, beside the weights, tokenizer and configs the final folder gets
-TRAINER_STATE_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth")
+# what a checkpoint holds to resume training (and rng_state*.pth), beside the weights, tokenizer and
+# configs the final folder gets
+TRAINER_STATE_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json")
 
 
-def _publish(checkpoint: Path, final_dir: Path, record: Path, steps_file: Path, ckpt_dir: Path, t0: float,
-             log) -> dict[str, Any]:
+def _publish(checkpoint: Path, final_dir: Path, record: Path, steps_file: Path, t0: float, log) -> dict[str, Any]:
     """Write the run's outputs from its last checkpoint: `final_dir` (its weights, adapter, tokenizer and
     configs) and `steps_file` (the step record); return the run's summary."""
     tmp_final = final_dir.with_name(final_dir.name + ".tmp")
@@ -503,7 +502,7 @@ def _publish(checkpoint: Path, final_dir: Path, record: Path, steps_file: Path, 
         "steps": int(checkpoint.name.removeprefix("checkpoint-")),
         "learnable_pct": learnable_pct(steps),
         "seconds": round(time.time() - t0, 1),
-        "checkpoints": checkpoint_steps(ckpt_dir),
+        "checkpoints": checkpoint_steps(checkpoint.parent),
     }
     log(summary)
     return summary

@@ -5,10 +5,9 @@ given. Every function takes frames from `hardex.report.tables` and writes one fi
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Sequence
-
-import math
 
 import matplotlib
 
@@ -466,10 +465,10 @@ def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], styl
                     err = np.array([[y - lo], [hi - y]])
                     base, online = offline_strategy(strategy)
                     marker = MARKERS[(STRATEGIES.index(base) if base in STRATEGIES else k) % len(MARKERS)]
-                    ax.errorbar([x], [y], yerr=np.where(np.isfinite(err), err, 0),
-                                color=strategy_color(strategy, strategies), marker=marker,
-                                markerfacecolor="white" if online else strategy_color(strategy, strategies),
-                                markersize=8, capsize=3, lw=1.5, label=strategy)
+                    color = strategy_color(strategy, strategies)
+                    ax.errorbar([x], [y], yerr=np.where(np.isfinite(err), err, 0), color=color, marker=marker,
+                                markerfacecolor="white" if online else color, markersize=8, capsize=3, lw=1.5,
+                                label=strategy)
                 ax.axhline(0, color="0.3", lw=0.8)
                 ax.set_xscale("log")
                 # labelled ticks at 1, 2 and 5 per decade: the costs often span less than one decade

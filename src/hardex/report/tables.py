@@ -309,7 +309,7 @@ def rollout_budget(gains: pl.DataFrame, steps: pl.DataFrame, probes: pl.DataFram
     steps = steps.with_columns(
         pl.col("rollouts_discarded").fill_null(0),
         pl.col("tokens_generated").fill_null((pl.col("completion_length") * pl.col("rollouts_generated")).round()),
-        (pl.col("filter_capped") if "filter_capped" in steps.columns else pl.lit(None, dtype=pl.Boolean)).fill_null(False),
+        pl.col("filter_capped").fill_null(False),  # recorded with the rollout counts (STEP_COLUMNS)
     )
     runs = steps.group_by(RUN_KEYS).agg(
         (pl.col("rollouts_generated") - pl.col("rollouts_discarded")).sum().alias("train_rollouts"),
