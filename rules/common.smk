@@ -19,6 +19,7 @@ from hardex.config import (
     run_strategies,
     split_spec,
 )
+from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
 from hardex.selection import offline_strategy
 from hardex.report.reference import reference_path
@@ -32,7 +33,10 @@ config = check_or_exit(
 )
 
 MODELS = list(config["models"])
-BUILT_MODELS = [m for m in MODELS if config["models"][m]["path"] == "build"]
+# models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built, or
+# converted from a GGUF file). Their jobs depend on the folder; the others load a hub id or a directory.
+MADE_BY = {"build": "build_model", "gguf": "convert_model"}
+BUILT_MODELS = [m for m in MODELS if config["models"][m]["path"] in MADE_BY]
 TASKS = list(config["tasks"])
 STRATEGIES = config["selection"]["strategies"]  # each a subset
 RUN_STRATEGIES = run_strategies(
@@ -82,16 +86,33 @@ def pool_family(wildcards):
     return split_spec(config, config["tasks"][wildcards.task]["pool"])["family"]
 
 
+def made_by(rule):
+    """The models whose folder `rule` makes (build_model, convert_model)."""
+    return [m for m in MODELS if MADE_BY.get(config["models"][m]["path"]) == rule]
+
+
+def one_of(names):
+    """A wildcard constraint matching exactly these names (none: nothing), e.g. the models a rule makes."""
+    return "|".join(names) or "(?!)"
+
+
 def model_dir(wildcards):
-    """Input that a job needs for its model: the built model's folder, or nothing for hub/local ones."""
+    """Input that a job needs for its model: the folder the workflow made, or nothing for hub/local ones."""
     return [fill(layout.MODEL)(wildcards)] if wildcards.model in BUILT_MODELS else []
 
 
 def model_params(wildcards):
     """What identifies the model (its config entry and where from_pretrained finds it)."""
     m = config["models"][wildcards.model]
-    path = fill(layout.MODEL)(wildcards) if m["path"] == "build" else m["path"]
+    path = (
+        fill(layout.MODEL)(wildcards) if wildcards.model in BUILT_MODELS else m["path"]
+    )
     return {"path": path, "chat": m["chat"], "dtype": m["dtype"]}
+
+
+def gguf_input(wildcards):
+    """The GGUF file a converted model is made from: a changed file converts it again."""
+    return str(gguf_file(config["models"][wildcards.model]["gguf"]))
 
 
 def model_mem_mb(wildcards, attempt):
@@ -209,7 +230,9 @@ BUILT_MODEL_DIRS = every(layout.MODEL, model=BUILT_MODELS)
 TIMING_FILES = [
     f
     for stage, template in layout.TIMINGS.items()
-    for f in every(template, model=BUILT_MODELS if stage == "build_model" else MODELS)
+    for f in every(
+        template, model=made_by(stage) if stage in MADE_BY.values() else MODELS
+    )
 ]
 
 
@@ -225,7 +248,9 @@ def _config_name():
 # what the captions print about the run that produced a figure or table
 PROVENANCE = {
     "configfile": _config_name(),
-    "models": {m: config["models"][m]["path"] for m in MODELS},
+    "models": {
+        m: config["models"][m].get("gguf", config["models"][m]["path"]) for m in MODELS
+    },
     "tasks": {t: config["tasks"][t]["benchmarks"] for t in TASKS},
     "strategies": RUN_STRATEGIES,
     "seeds": SEEDS,

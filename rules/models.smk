@@ -9,6 +9,8 @@ rule build_model:
         "logs/models/{model}.log",
     benchmark:
         layout.TIMINGS["build_model"]
+    wildcard_constraints:
+        model=one_of(made_by("build_model")),
     conda:
         "../envs/generation.yaml"
     threads: MODEL_JOB_THREADS
@@ -25,3 +27,27 @@ rule build_model:
         ],
     script:
         "../scripts/build_model.py"
+
+
+rule convert_model:
+    """Dequantize a GGUF file into a float32 from_pretrained folder (on the CPU: no gpu resource)."""
+    input:
+        gguf_input,
+    output:
+        directory(layout.MODEL),
+    log:
+        "logs/models/{model}.log",
+    benchmark:
+        layout.TIMINGS["convert_model"]
+    wildcard_constraints:
+        model=one_of(made_by("convert_model")),
+    conda:
+        "../envs/generation.yaml"
+    threads: MODEL_JOB_THREADS
+    resources:
+        mem_mb=model_mem_mb,
+        runtime=model_runtime,
+    params:
+        gguf=lambda w: config["models"][w.model]["gguf"],
+    script:
+        "../scripts/convert_model.py"

@@ -48,6 +48,19 @@ def with_key(cfg: dict, path: str, value) -> dict:
     return cfg
 
 
+def stub_hub_cache(cache: Path, repo_ids) -> Path:
+    """A hub cache holding only each model's config.json: what the planning check of a hub model looks for
+    while offline (hardex.model_sources). No job could load these models."""
+    for repo in repo_ids:
+        folder = cache / f"models--{repo.replace('/', '--')}"
+        snapshot = folder / "snapshots" / ("0" * 40)
+        snapshot.mkdir(parents=True, exist_ok=True)
+        (folder / "refs").mkdir(exist_ok=True)
+        (folder / "refs" / "main").write_text("0" * 40)
+        (snapshot / "config.json").write_text("{}")
+    return cache
+
+
 # ---- a tiny result tree in the workflow's layout ------------------------------------------------------
 # Two models, tasks t1 (test + ood benchmark, tiers) and t2 (test only), five strategies, 10 test
 # examples. Accuracies are set exactly (the first round(acc * N) examples are correct), so every

@@ -149,11 +149,14 @@ def _cross_checks(cfg: dict) -> None:
     _check_strict_scoring(cfg)
     for b in cfg["evaluation"]["overrides"]:
         split_exists(b, f"evaluation.overrides.{b}")
+    from hardex.model_sources import check_model_source
+    from hardex.models import ModelError
+
     for name, m in cfg["models"].items():
-        looks_local = m["path"].startswith(("/", "./", "../", "~"))
-        if looks_local and not Path(m["path"]).expanduser().is_dir():
-            raise ConfigError(f"models.{name}.path: {m['path']!r} is no directory; give a hub id, a local "
-                              f"model directory, or 'build'")
+        try:
+            check_model_source(f"models.{name}", m)
+        except ModelError as e:
+            raise ConfigError(str(e)) from None
         if m["path"] == "build":
             if "build" not in m or "sft_from" not in m["build"]:
                 raise ConfigError(f"models.{name}.build.sft_from: required when path is 'build'")

@@ -36,6 +36,7 @@ REGRESSION = "results/regression.json"
 # In pipeline order, which the compute table keeps.
 TIMINGS = {
     "build_model": "results/timings/build_model/{model}.tsv",
+    "convert_model": "results/timings/convert_model/{model}.tsv",
     "probe": "results/timings/probe/{model}/{task}.tsv",
     "train": f"results/timings/train/{RUN}.tsv",
     "evaluate_base": "results/timings/evaluate_base/{model}/{task}.tsv",

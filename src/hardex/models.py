@@ -1,9 +1,10 @@
 """Models: prompt rendering and tokenization, a fingerprint of a model's files, and the tiny model.
 
-A config model is a hub id, a local directory, or `build`: a small Qwen3 with a byte-level BPE
-tokenizer trained on the synthetic task text, warm-started by a short supervised run on the
-tasks' `sft` splits (disjoint from every pool and test split) so that its pass rates over a pool
-spread across the whole range from 0 to 1. That spread is what makes difficulty selection matter.
+A config model is a hub id, a local directory, a GGUF file (`gguf`, hardex.model_sources), or
+`build`: a small Qwen3 with a byte-level BPE tokenizer trained on the synthetic task text,
+warm-started by a short supervised run on the tasks' `sft` splits (disjoint from every pool and
+test split) so that its pass rates over a pool spread across the whole range from 0 to 1. That
+spread is what makes difficulty selection matter.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
 
 #: the files that decide what a model computes: weights, configs, tokenizer, chat template, code
 FINGERPRINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".json", ".model", ".txt", ".tiktoken", ".jinja", ".py")
-FINGERPRINT_SKIP = {"build_summary.json"}  # a build's timings: differ between identical builds
+# the records of a build and of a conversion (hardex.model_sources): timings, which differ between identical models
+FINGERPRINT_SKIP = {"build_summary.json", "source.json"}
 _file_digests: dict[tuple[str, int, int], str] = {}
 
 

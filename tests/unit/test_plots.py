@@ -118,11 +118,14 @@ def test_capacity_figure(tmp_path, data, monkeypatch):
         assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
 
 
-def test_model_parameters_come_from_the_build_or_the_config(tmp_path):
+def test_model_parameters_come_from_the_build_the_conversion_or_the_config(tmp_path):
     (tmp_path / "tiny").mkdir()
     (tmp_path / "tiny" / "build_summary.json").write_text(json.dumps({"parameters": 1409280}))
-    assert loading.model_parameters({"tiny": 0.01, "qwen": 4.0}, {"tiny": tmp_path / "tiny"}) == {"tiny": 1409280.0,
-                                                                                              "qwen": 4e9}
+    (tmp_path / "smol").mkdir()
+    (tmp_path / "smol" / "source.json").write_text(json.dumps({"parameters": 134515008}))
+    made = {"tiny": tmp_path / "tiny", "smol": tmp_path / "smol"}
+    assert loading.model_parameters({"tiny": 0.01, "smol": 0.01, "qwen": 4.0}, made) == {
+        "tiny": 1409280.0, "smol": 134515008.0, "qwen": 4e9}
 
 
 def test_strategies_of_equal_cost_are_nudged_apart_and_others_stay():

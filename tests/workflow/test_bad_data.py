@@ -101,19 +101,33 @@ def test_overlap_counts_exact_and_normalized_questions():
     assert found["examples"] == ["What is 2 + 3?", "name the capital of france"]
 
 
-@pytest.mark.parametrize("path,message", [
-    ("no such thing", "not a hub id"),
-    ("Qwen/Qwen3-4B", "not in the cache while the hub cannot be reached"),
-])
-def test_a_model_that_cannot_be_found_fails_its_first_job_in_one_line(tmp_path, smoke_config, path, message):
-    """A hub id offline, or a relative path that is not there, once failed deep in transformers."""
+def test_a_model_planning_cannot_judge_fails_its_first_job_in_one_line(tmp_path, smoke_config):
+    """A directory that is there passes planning (models that are not there are refused before any job:
+    test_model_sources); what it lacks, the first job that loads it names in one line, not deep in
+    transformers."""
+    (tmp_path / "weights-only").mkdir()
+    (tmp_path / "weights-only" / "config.json").write_text("{}")
     cfg = smoke_config
-    cfg["models"] = {"hub": {"path": path, "chat": False}}
+    cfg["models"] = {"mine": {"path": "weights-only", "chat": False}}
     write_config(tmp_path, cfg)
-    res = snakemake(tmp_path, "--cores", "1", "results/probe/hub/swaps.parquet")
+    res = snakemake(tmp_path, "--cores", "1", "results/probe/mine/swaps.parquet")
     assert res.returncode != 0
-    last = (tmp_path / "logs/probe/hub/swaps.log").read_text().strip().splitlines()[-2]
-    assert last.startswith("hardex.models.ModelError: ") and message in last, last
+    last = (tmp_path / "logs/probe/mine/swaps.log").read_text().strip().splitlines()[-2]
+    assert last.startswith("hardex.models.ModelError: ") and "a local directory without a tokenizer" in last, last
+
+
+def test_a_model_that_cannot_be_found_is_named_in_one_line(tmp_path, monkeypatch):
+    """What the job says where planning could not know: the hub went offline, or a name is no hub id."""
+    from huggingface_hub import constants
+
+    from hardex.models import ModelError, resolve_model
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ModelError, match="not a hub id"):
+        resolve_model("no such thing")
+    with pytest.raises(ModelError, match="not in the cache while the hub cannot be reached"):
+        resolve_model("Qwen/Qwen3-4B")
 
 
 def test_a_directory_without_a_tokenizer_is_named(tmp_path, tiny_model):

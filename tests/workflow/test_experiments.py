@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from tests.support import ROOT, snakemake
+from tests.support import ROOT, snakemake, stub_hub_cache
 
 EXPERIMENTS = ROOT / "experiments"
 HUB_FIXTURES = ROOT / "tests" / "configs" / "hub_fixtures.yaml"
@@ -35,6 +35,18 @@ DOCUMENTED = {
     "cpu_online": {"dataset_split": 3, "build_model": 1, "check_overlap": 1, "probe": 1, "select": 18, "train": 21,
                    "evaluate_base": 1, "evaluate_run": 21, "all": 1},
 }
+
+
+@pytest.fixture(autouse=True, scope="module")
+def hub_cache(tmp_path_factory):
+    """The tests' Snakemake runs offline (HF_HUB_OFFLINE=1), where planning refuses a hub model missing from
+    the cache: a cache holding each hub model's config.json stands in for the one an offline host fills."""
+    configs = [*EXPERIMENTS.glob("*.yaml"), HUB_FIXTURES]
+    hub_ids = {m["path"] for c in configs for m in yaml.safe_load(c.read_text())["models"].values()
+               if m["path"] not in ("build", "gguf")}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_CACHE", str(stub_hub_cache(tmp_path_factory.mktemp("hub"), hub_ids)))
+        yield
 
 
 def grid_counts(cfg: dict) -> dict[str, int]:

@@ -128,9 +128,10 @@ def load_overlaps(files: Iterable[str | Path]) -> pl.DataFrame:
 
 
 def model_parameters(sizes_b: dict[str, float], built: dict[str, str | Path]) -> dict[str, float]:
-    """Parameters of each model: counted by the build (its build_summary.json) for a model the workflow
-    built, else the config's size_b (billions)."""
+    """Parameters of each model: counted where the workflow made the model (the build's build_summary.json,
+    a GGUF conversion's source.json), else the config's size_b (billions)."""
     out = {m: 1e9 * float(b) for m, b in sizes_b.items()}
     for m, folder in built.items():
-        out[m] = float(json.loads((Path(folder) / "build_summary.json").read_text())["parameters"])
+        record = next(f for f in (Path(folder) / "build_summary.json", Path(folder) / "source.json") if f.exists())
+        out[m] = float(json.loads(record.read_text())["parameters"])
     return out

@@ -1,0 +1,74 @@
+"""Models from a GGUF file through Snakemake's own CLI: a source no job could load stops the dry run in one
+line, and a GGUF model is converted by one job that every job of the model waits for, and converted
+again when its file changes."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from tests.support import snakemake, write_config
+
+
+def gguf_config(tmp_path, smoke_config, **entry) -> None:
+    smoke_config["models"] = {"smol": {"chat": True, **entry}}
+    write_config(tmp_path, smoke_config)
+
+
+@pytest.mark.parametrize("entry,message", [
+    ({"path": "gguf", "gguf": "models/none.gguf"}, "models.smol.gguf: models/none.gguf: no such file"),
+    ({"path": "gguf", "gguf": "package:no_such_models/x.gguf"},
+     "models.smol.gguf: package:no_such_models/x.gguf: package 'no_such_models' is not installed"),
+    ({"path": "someone/not-cached"}, "models.smol.path: hub model 'someone/not-cached' is not in the cache"),
+])
+def test_a_model_no_job_could_load_stops_the_dry_run(tmp_path, smoke_config, monkeypatch, entry, message):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache; the tests' Snakemake runs offline
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    gguf_config(tmp_path, smoke_config, **entry)
+    res = snakemake(tmp_path, "-n", "--cores", "1")
+    assert res.returncode != 0
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if "hardex: config error" in line]
+    assert len(lines) == 1 and lines[0].startswith(f"hardex: config error: {message}"), lines
+    assert "Traceback" not in res.stdout + res.stderr
+
+
+def job_counts(res) -> dict[str, int]:
+    """Jobs of the model rules in a dry run's plan."""
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    out = res.stdout + res.stderr
+    return {rule: out.count(f"rule {rule}:") for rule in ("convert_model", "build_model", "probe")}
+
+
+def test_a_gguf_model_is_converted_once_and_again_when_its_file_changes(tmp_path, smoke_config):
+    pytest.importorskip("gguf", reason="gguf is not installed (README: A real model on this CPU)")
+    (tmp_path / "models").mkdir()
+    gguf = tmp_path / "models" / "smol.gguf"
+    gguf.write_bytes(b"GGUF")  # planning reads no GGUF file: the bytes are never loaded
+    gguf_config(tmp_path, smoke_config, path="gguf", gguf="models/smol.gguf")
+    probe = "results/probe/smol/swaps.parquet"
+    res = snakemake(tmp_path, "-n", "--cores", "1", probe)
+    assert job_counts(res) == {"convert_model": 1, "build_model": 0, "probe": 1}
+    assert "input: models/smol.gguf" in res.stdout  # the file itself: its changes rerun the conversion
+    assert "input: results/data/swaps/pool.parquet, results/overlap/swaps.json, results/models/smol" in res.stdout
+
+    def finished(rel: str, minutes_ago: int) -> None:  # a file (a folder: rel ends in /) of a finished run
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir() if rel.endswith("/") else path.touch()
+        os.utime(path, (time.time() - 60 * minutes_ago,) * 2)
+
+    os.utime(gguf, (time.time() - 300,) * 2)
+    finished("results/models/smol/", 4)
+    finished("results/data/swaps/pool.parquet", 3)
+    finished("results/overlap/swaps.json", 3)
+    finished(probe, 2)
+    finished(probe.replace(".parquet", ".samples.parquet"), 2)
+    assert job_counts(snakemake(tmp_path, "-n", "--cores", "1", probe)) == {
+        "convert_model": 0, "build_model": 0, "probe": 0}
+    gguf.write_bytes(b"GGUF, another model")  # the file changes: converted again, and probed again after it
+    res = snakemake(tmp_path, "-n", "--cores", "1", probe)
+    assert job_counts(res) == {"convert_model": 1, "build_model": 0, "probe": 1}
+    assert "reason: Updated input files: models/smol.gguf" in res.stdout
+    assert "Input files updated by another job: results/models/smol" in res.stdout
