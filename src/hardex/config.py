@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
-SYNTHETIC_FAMILIES = ("arith", "swaps")  # generated splits: their size is the config's n
+SYNTHETIC_FAMILIES = ("arith", "swaps", "addition")  # generated splits: their size is the config's n
 
 
 class ConfigError(ValueError):

@@ -41,7 +41,7 @@ CASES = [
     ("evaluation.overrides", {"swaps/test": {"n_samples": 2, "pass_k": [4]}}, "needs n_samples >= 4"),
     ("grpo.gradient_accumulation_steps", 3, "grpo.gradient_accumulation_steps: 3 does not divide the 8 completions"),
     ("grpo.gradient_accumulation_steps", 0, "grpo.gradient_accumulation_steps: 0 is out of range; must be >= 1"),
-    ("tasks.swaps.scoring", "exact", "tasks.swaps.scoring: 'exact' is not allowed; allowed: lenient, strict"),
+    ("tasks.swaps.scoring", "exact", "tasks.swaps.scoring: 'exact' is not allowed; allowed: lenient, flexible, strict"),
     ("tasks.swaps.scoring", "strict", "tasks.swaps.scoring: 'strict' (paper 1's released scorers) is not available "
                                       "for 'swaps/pool', family 'swaps'; it is for aime2025, gsm8k, shuffled_objects"),
     ("datasets.arith.splits.pool.fields", {"question": "q"},

@@ -388,7 +388,7 @@ def test_strict_exists_exactly_for_the_families_with_a_released_scorer(family):
 
 
 def test_unknown_scoring_is_refused():
-    with pytest.raises(ValueError, match="unknown scoring 'exact'; known: lenient, strict"):
+    with pytest.raises(ValueError, match="unknown scoring 'exact'; known: lenient, flexible, strict"):
         get_task("gsm8k", "exact")
 
 
@@ -478,3 +478,20 @@ def test_render_bbh_rejects_bad_structures(names, items, swaps, query, variant):
 def test_render_bbh_unknown_variant():
     with pytest.raises(ValueError, match="unknown variant 'cards'"):
         render_bbh(["Alice", "Bob"], ["x", "y"], [(0, 1)], 0, "cards")
+
+
+# what SmolLM2-135M-Instruct wrote when asked for \boxed{} (probe samples of "What is a + b?")
+SMOLLM2_WROTE = ["1 + 5 = 6", "8 + 6 = 14, so the final answer is 14.", "7 + 5 = \\boxed{} 20",
+                 "The answer to your question is \\boxed{}.", "27 + 46 = 101."]
+
+
+def test_flexible_scoring_reads_what_a_small_model_writes():
+    lenient, flexible = get_task("addition", "lenient"), get_task("addition", "flexible")
+    verdicts = [flexible.is_correct(c, a) for c, a in zip(SMOLLM2_WROTE, ["6", "14", "12", "3", "101"])]
+    assert verdicts == [True, True, False, False, True]  # an empty box says nothing: the number after it counts
+    assert not any(lenient.is_correct(c, a) for c, a in zip(SMOLLM2_WROTE, ["6", "14", "12", "3", "101"]))
+    assert flexible.is_correct("so \\boxed{14} and then 3 more", "14")  # a box still wins over later numbers
+    assert not flexible.is_correct("no number here", "14")
+    assert get_task("swaps", "flexible").is_correct("Alice ends with (B) the blue ball", "(B)")
+    assert get_task("qa", "flexible").is_correct("It is 1,000 in all", "1000")
+    assert not get_task("qa", "flexible").is_correct("It is Paris", "Paris")  # text answers still need a box

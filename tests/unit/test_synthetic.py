@@ -14,13 +14,13 @@ def split(family, name, **kw):
     return get_task(family).load_split(spec)
 
 
-@pytest.mark.parametrize("family", ["arith", "swaps"])
+@pytest.mark.parametrize("family", ["arith", "swaps", "addition"])
 def test_seeded_and_deterministic(family):
     assert split(family, "pool").equals(split(family, "pool"))
     assert not split(family, "pool").equals(split(family, "pool", seed=2))
 
 
-@pytest.mark.parametrize("family", ["arith", "swaps"])
+@pytest.mark.parametrize("family", ["arith", "swaps", "addition"])
 def test_splits_are_disjoint_whatever_the_seeds(family):
     pool = set(split(family, "pool", difficulty=[1, 1], n=15)["question"])
     test = set(split(family, "test", difficulty=[1, 1], n=15)["question"])
@@ -28,7 +28,7 @@ def test_splits_are_disjoint_whatever_the_seeds(family):
     assert not pool & test and not pool & sft and not test & sft
 
 
-@pytest.mark.parametrize("family", ["arith", "swaps"])
+@pytest.mark.parametrize("family", ["arith", "swaps", "addition"])
 def test_worked_solutions_are_correct_and_tiers_follow_difficulty(family):
     task = get_task(family)
     df = split(family, "sft", difficulty=[2, 5])
@@ -42,6 +42,12 @@ def test_worked_solutions_are_correct_and_tiers_follow_difficulty(family):
 def test_arith_difficulty_is_the_number_of_operations():
     for r in split("arith", "pool", difficulty=[3, 3]).iter_rows(named=True):
         assert len(re.findall(r"Add|Subtract|Double", r["question"])) == 3
+
+
+def test_addition_tier_is_the_digits_of_each_operand():
+    for r in split("addition", "pool", difficulty=[1, 3]).iter_rows(named=True):
+        a, b = (int(x) for x in re.fullmatch(r"What is (\d+) \+ (\d+)\?", r["question"]).groups())
+        assert len(str(a)) == len(str(b)) == r["tier"] and int(r["answer"]) == a + b
 
 
 def test_swaps_bbh_style_is_big_bench_wording():

@@ -10,13 +10,14 @@ from hardex.tasks.base import BOX_INSTRUCTION, DataError, Task, check_split, las
 REGISTRY: dict[str, str] = {
     "arith": "hardex.tasks.synthetic:ArithTask",
     "swaps": "hardex.tasks.synthetic:SwapsTask",
+    "addition": "hardex.tasks.synthetic:AdditionTask",
     "gsm8k": "hardex.tasks.gsm8k:GSM8KTask",
     "shuffled_objects": "hardex.tasks.bbh:ShuffledObjectsTask",
     "aime2025": "hardex.tasks.aime:AIMETask",
     "math": "hardex.tasks.math:MATHTask",
     "qa": "hardex.tasks.qa:QATask",
 }
-SCORINGS = ("lenient", "strict")
+SCORINGS = ("lenient", "flexible", "strict")
 #: families whose Task implements released_correct: paper 1's released code has a scorer for them
 STRICT_FAMILIES = frozenset({"gsm8k", "shuffled_objects", "aime2025"})
 

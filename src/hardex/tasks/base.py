@@ -44,6 +44,17 @@ def last_boxed(text: str) -> str | None:
     return None
 
 
+# a number as models write one: digits with optional thousands commas and decimals, an optional sign
+_NUMBER = re.compile(r"[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+
+
+def last_number(text: str) -> str | None:
+    """The last number written in a text, or None: lm-evaluation-harness's "flexible extract" for
+    answers stated in words ("so 8 + 6 = 14, the answer is 14.")."""
+    found = _NUMBER.findall(text.replace("\u2212", "-"))
+    return found[-1] if found else None
+
+
 def strip_echo(completion: str, prompt: str | None) -> str:
     """Remove an echoed prompt (or its instruction) from a completion before reading an answer.
 
@@ -63,7 +74,9 @@ def strip_echo(completion: str, prompt: str | None) -> str:
 class Task(ABC):
     """One task family. Subclasses set `name` and implement `load_split`, `extract`, `is_equivalent`.
 
-    `scoring` picks how completions are judged: ``"lenient"`` (extract, then is_equivalent) or
+    `scoring` picks how completions are judged: ``"lenient"`` (extract, then is_equivalent),
+    ``"flexible"`` (as lenient, but a completion with no box is read by `unboxed_answer`: small
+    instruction-tuned models state their answer in their own words far more often than in a box), or
     ``"strict"`` (released_correct: paper 1's released scorer, see tasks.released), which only the
     families in tasks.STRICT_FAMILIES implement. Build tasks with tasks.get_task.
     """
@@ -97,6 +110,22 @@ class Task(ABC):
         """Paper 1's released scorer on the completion alone (scoring "strict")."""
         raise NotImplementedError(f"task family {self.name!r} has no released scorer")
 
+    def unboxed_answer(self, completion: str, reference: str) -> str | None:
+        """Flexible scoring's reading of a completion that boxes nothing: its last number where the
+        reference is a number, its last parenthesised option letter for a choice, else None."""
+        if self.answer_kind == "choice":
+            letters = re.findall(r"\(([A-G])\)", completion)
+            return f"({letters[-1]})" if letters else None
+        return last_number(completion) if self.answer_kind == "number" else None
+
+    def answer(self, completion: str, reference: str, prompt: str | None = None) -> str | None:
+        """The answer a completion commits to under this task's scoring (lenient or flexible), or None."""
+        completion = strip_echo(completion, prompt)
+        predicted = self.extract(completion)
+        if self.scoring == "flexible" and not predicted:  # an empty box, as in an echoed instruction, says nothing
+            predicted = self.unboxed_answer(completion, reference)
+        return predicted
+
     def is_correct(self, completion: str, reference: str, prompt: str | None = None) -> bool:
         """Binary correctness of one completion: the reward and the probe/eval outcome.
 
@@ -104,7 +133,7 @@ class Task(ABC):
         """
         if self.scoring == "strict":
             return self.released_correct(completion, reference)
-        predicted = self.extract(strip_echo(completion, prompt))
+        predicted = self.answer(completion, reference, prompt)
         if predicted is None:
             return False
         try:

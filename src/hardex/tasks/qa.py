@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from hardex.tasks.base import DataError, Task, last_boxed
+from hardex.tasks.base import DataError, Task, last_boxed, last_number
 from hardex.tasks.math import math_equal
 from hardex.tasks.numbers import is_plain_number, same_number
 from hardex.tasks.rows import column_name, field, finish, read_rows
@@ -80,6 +80,10 @@ class QATask(Task):
             records.append(rec)
             wheres.append(where)
         return finish(records, wheres, origin)
+
+    def unboxed_answer(self, completion: str, reference: str) -> str | None:
+        """Flexible scoring reads the last number of an unboxed completion where the reference is a number."""
+        return last_number(completion) if is_plain_number(reference) else None
 
     def is_equivalent(self, predicted: str, reference: str) -> bool:
         return qa_equal(predicted, reference)

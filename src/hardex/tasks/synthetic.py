@@ -1,6 +1,9 @@
 """Offline synthetic task families with a difficulty knob, for the embedded default and for tests.
 
 - `arith`: multi-step arithmetic (a stand-in for GSM8K). Difficulty = number of operations.
+- `addition`: "What is a + b?", difficulty = digits of each operand: one-digit sums are what a small
+  pretrained model (SmolLM2-135M) solves some of the time, two-digit sums it rarely does, so its pass
+  rates over a pool of both spread from 0 to 1.
 - `swaps`: object-swap tracking (a stand-in for BIG-Bench Hard tracking_shuffled_objects).
   Difficulty = number of swaps; `people` sets how many hold objects. `style: bbh` renders the
   exact BIG-Bench Hard wording and (A)..(G) options, so real models can be probed on fresh items.
@@ -26,6 +29,7 @@ import polars as pl
 
 from hardex.tasks.base import DataError, Task, check_split
 from hardex.tasks.bbh import option_letter, render_bbh
+from hardex.tasks.numbers import same_number
 from hardex.tasks.rows import check_fields
 
 # fraction-of-hash ranges that make splits disjoint (pool/test/ood/sft are the only synthetic splits)
@@ -140,6 +144,29 @@ class ArithTask(_SyntheticTask):
             return float(predicted.replace(",", "").strip()) == float(reference)
         except ValueError:
             return False
+
+
+class AdditionTask(_SyntheticTask):
+    """One sum of two integers of `difficulty` digits each (difficulty 1: 0 to 9)."""
+
+    name = "addition"
+    answer_kind = "number"
+
+    @staticmethod
+    def _operands(difficulty: int) -> range:
+        return range(10 ** (difficulty - 1) if difficulty > 1 else 0, 10**difficulty)
+
+    def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
+        return len(self._operands(max(1, difficulty))) ** 2
+
+    def make_item(self, rng: random.Random, difficulty: int, spec: dict[str, Any]) -> dict[str, Any]:
+        difficulty = max(1, difficulty)
+        a, b = rng.choice(self._operands(difficulty)), rng.choice(self._operands(difficulty))
+        return {"question": f"What is {a} + {b}?", "answer": str(a + b),
+                "solution": f"{a} + {b} = {a + b}. \\boxed{{{a + b}}}", "tier": difficulty}
+
+    def is_equivalent(self, predicted: str, reference: str) -> bool:
+        return same_number(predicted, reference)
 
 
 class SwapsTask(_SyntheticTask):
