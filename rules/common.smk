@@ -43,6 +43,8 @@ RUN_STRATEGIES = run_strategies(
     config
 )  # each a training run: the subsets', and <strategy>_online
 SEEDS = config["seeds"]
+# runs that may train on a subset without a learnable example (hardex.learnability)
+ALLOW_UNLEARNABLE = config["selection"]["allow_unlearnable"]
 
 
 # cheap jobs run on the submitting machine under a cluster profile (and may need its internet access)

@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.adaptive import probe_pool_adaptive
 from hardex.io import read_parquet, write_parquet_atomic
+from hardex.learnability import probe_report
 from hardex.probing import histogram, probe_pool
 from hardex.tasks import get_task
 from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads, work_identity
@@ -37,6 +38,8 @@ def main():
             log(f"  {label:12s} {count:6d}  {'#' * round(50 * count / counts.height)}")
         if counts["greedy_correct"].is_not_null().all():
             log(f"greedy accuracy of the base model: {counts['greedy_correct'].mean():.3f}")
+        for line in probe_report(counts, samples, pool, task):
+            log(line)
 
 
 # vLLM starts its engine in a spawned process, which imports this script again: the job runs only here

@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import read_parquet, write_parquet_atomic
+from hardex.learnability import mixed, tie_line
 from hardex.selection import select
 from hardex.workflow import job_log
 
@@ -16,7 +17,9 @@ with job_log(snakemake) as log:
                     group_size=snakemake.params.group_size)
     write_parquet_atomic(subset, snakemake.output[0])
     log(f"{snakemake.wildcards.strategy}: {subset.height} of {probe.height}, "
-        f"mean pass rate {subset['pass_rate'].mean():.3f}")
+        f"mean pass rate {subset['pass_rate'].mean():.3f}, {mixed(subset['pass_rate']).sum()} with 0 < pass rate < 1")
+    if line := tie_line(snakemake.wildcards.strategy, subset, probe):
+        log(line)
     if snakemake.wildcards.strategy == "band":
         lo, hi = snakemake.params.band
         inside = subset["pass_rate"].is_between(lo, hi).sum()

@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import read_parquet
+from hardex.learnability import check_learnable
 from hardex.tasks import get_task
 from hardex.training import subset_rows, task_reward, train_grpo
 from hardex.workflow import job_log, job_model, renderer, set_threads, work_identity
@@ -14,7 +15,9 @@ with job_log(snakemake) as log:
     set_threads(snakemake.threads)
     p, g = job_model(snakemake.params.model), snakemake.params.grpo
     task = get_task(snakemake.params.family, snakemake.params.scoring)
-    rows = subset_rows(read_parquet(snakemake.input.subset), read_parquet(snakemake.input.pool), task,
+    subset = read_parquet(snakemake.input.subset)
+    log(check_learnable(subset, snakemake.wildcards.strategy, snakemake.params.allow_unlearnable))
+    rows = subset_rows(subset, read_parquet(snakemake.input.pool), task,
                        renderer(p["path"], p["chat"]))
     log(f"{len(rows)} training examples, steps of {g['prompts_per_step']} prompts x "
         f"{g['num_generations']} generations, rollouts sampled by {g['rollouts']}")

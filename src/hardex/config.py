@@ -269,6 +269,11 @@ def _check_strategy_names(cfg: dict) -> None:
         if strategy not in cfg["selection"]["strategies"]:
             raise ConfigError(f"selection.online_strategies.{i}: {strategy!r} is not one of selection.strategies "
                               f"({', '.join(cfg['selection']['strategies'])}): its subset would not exist")
+    runs = run_strategies(cfg)
+    for i, strategy in enumerate(cfg["selection"]["allow_unlearnable"]):
+        if strategy not in runs:
+            raise ConfigError(f"selection.allow_unlearnable.{i}: {strategy!r} is not a run of this config "
+                              f"({', '.join(runs)})")
     try:
         check_band(cfg["selection"]["band"])
     except SelectionError as e:

@@ -20,6 +20,7 @@ CASES = [
     ("selection.band", [0.2], "selection.band: [0.2] is too short; needs 2 entries"),
     ("selection.band", [0.1, 0.2, 0.3], "selection.band: [0.1, 0.2, 0.3] is too long; at most 2 entries"),
     ("selection.online_strategies", ["full"], "selection.online_strategies.0: 'full' is not one of selection.strategies"),
+    ("selection.allow_unlearnable", ["hardest"], "selection.allow_unlearnable.0: 'hardest' is not a run of this config"),
     ("grpo.online_max_rounds", -1, "grpo.online_max_rounds: -1 is out of range; must be >= 0"),
     ("selection.budget", -0.1, "selection.budget: -0.1 is out of range; must be > 0 and <= 1"),
     ("selection.budget", 1.5, "selection.budget: 1.5 is out of range"),

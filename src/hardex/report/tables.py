@@ -288,7 +288,36 @@ def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame,
             pl.col("pass_rate").max().alias("max_pass_rate")]
     if generations is not None:
         aggs.append((100 * pl.col("expected_mixed").mean()).alias("expected_learnable_pct"))
-    return _order(both.group_by(CELL_KEYS).agg(aggs), CELL_KEYS)
+    aggs.append((pl.col("pass_rate").is_between(0, 1, closed="none").sum() / pl.col("seed").n_unique())
+                .alias("learnable_examples"))
+    table = both.group_by(CELL_KEYS).agg(aggs).join(subset_ties(probes, subsets), on=CELL_KEYS, how="left")
+    return _order(table, CELL_KEYS)
+
+
+def subset_ties(probes: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
+    """Per model x task x strategy, `tied_at`: the pass rate every seed's subset was drawn from when each
+    is a random draw inside one tie of pass rates larger than itself (`learnability.tie`), else null.
+    Two strategies tied at the same rate trained on the same kind of examples."""
+    from hardex.learnability import tie
+
+    rows = []
+    for (model, task, strategy), grp in subsets.group_by(CELL_KEYS):
+        probe = probes.filter((pl.col("model") == model) & (pl.col("task") == task))
+        found = {tie(seed_rows, probe) for _, seed_rows in grp.group_by("seed")}
+        rate = next(iter(found))[0] if len(found) == 1 and None not in found else None
+        rows.append({"model": model, "task": task, "strategy": strategy, "tied_at": rate})
+    return pl.DataFrame(rows, schema={"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "tied_at": pl.Float64})
+
+
+def ties_note(subsets_table: pl.DataFrame) -> str:
+    """The table note's sentence naming strategies whose subsets collapsed into one tie, or ''."""
+    tied = subsets_table.filter(pl.col("tied_at").is_not_null())
+    if tied.height == 0:
+        return ""
+    parts = [f"{r['model']}/{r['task']} {r['strategy']} at {r['tied_at']:g}" for r in tied.iter_rows(named=True)]
+    return (" tied_at: the subset is a seeded random draw among pool examples that all share this pass rate, "
+            "so the ranking chose nothing and strategies tied at the same rate train on the same kind of "
+            "examples: " + "; ".join(parts) + ".")
 
 
 def rollout_budget(gains: pl.DataFrame, steps: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
@@ -460,7 +489,9 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                  "checkpoint (mean over seeds)." if tiers.height else
                           "No benchmark of this configuration has tiers."),
         "pool_pass_rates": (pool, "Pool examples per probe pass rate (correct samples / K)."),
-        "subset_pass_rates": (subs, "Size and pass rates of the pool and of each selected subset." + expected_note),
+        "subset_pass_rates": (subs, "Size and pass rates of the pool and of each selected subset; learnable_examples: "
+                                    "those with 0 < pass rate < 1 (mean over seeds), the only ones whose GRPO groups "
+                                    "can mix rewards." + expected_note + ties_note(subs)),
         "catch_up": (catch, "Each strategy against the run on the full pool (strategy full), at the end of both, on "
                             "each benchmark, overall and per tier. steps: the run's last checkpoint; share_pct = 100 x "
                             "steps / the full run's steps. accuracy, full_accuracy: final accuracy in % (mean over "
