@@ -92,8 +92,8 @@ def test_html_report(smoke_run, tmp_path):
 
 
 def _dry_run_with(workdir, report_settings: dict, ok: bool = True):
-    """Rules a dry run plans after editing only the report section (the config is restored after);
-    with ok=False, the failed run itself."""
+    """Rules a dry run plans after editing only the report section of a private copy's config (the
+    shared run's config is read by other pytest workers meanwhile); with ok=False, the failed run itself."""
     path = workdir / "config.yaml"
     original = path.read_text()
     cfg = yaml.safe_load(original)
@@ -109,19 +109,19 @@ def _dry_run_with(workdir, report_settings: dict, ok: bool = True):
     return _planned_rules(res.stdout + res.stderr)
 
 
-def test_plot_setting_reruns_only_figure_rules(smoke_run):
-    assert _dry_run_with(smoke_run, {"figures": {"dpi": 72}}) == FIGURE_RULES | {"all"}
+def test_plot_setting_reruns_only_figure_rules(smoke_copy):
+    assert _dry_run_with(smoke_copy, {"figures": {"dpi": 72}}) == FIGURE_RULES | {"all"}
     # a statistics setting: the tables, the regression and the figures drawn from regression.json and
     # from the rollout_budget table (its gain intervals)
-    assert _dry_run_with(smoke_run, {"ci_level": 0.9}) == {"report_tables", "report_regression",
+    assert _dry_run_with(smoke_copy, {"ci_level": 0.9}) == {"report_tables", "report_regression",
                                                            "report_figure_learnable", "report_figure_compute", "all"}
     # which strategies the regression fits: the regression and the figure drawn from it
-    assert _dry_run_with(smoke_run, {"regression_strategies": ["hard", "easy"]}) == {
+    assert _dry_run_with(smoke_copy, {"regression_strategies": ["hard", "easy"]}) == {
         "report_regression", "report_figure_learnable", "all"}
 
 
-def test_unknown_reference_stops_before_any_job(smoke_run):
-    res = _dry_run_with(smoke_run, {"reference": "no_such_paper"}, ok=False)
+def test_unknown_reference_stops_before_any_job(smoke_copy):
+    res = _dry_run_with(smoke_copy, {"reference": "no_such_paper"}, ok=False)
     assert res.returncode != 0
     assert "hardex: config error: report.reference: no shipped reference 'no_such_paper'" in res.stderr
 
