@@ -1,0 +1,27 @@
+"""A subset with nothing to learn stops its train job before the first GRPO step, through Snakemake's CLI."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from tests.support import snakemake, write_config
+
+
+def test_a_subset_without_a_learnable_example_stops_its_train_job_before_a_step(smoke_copy, smoke_config):
+    cfg = smoke_config
+    cfg["selection"]["allow_unlearnable"] = []
+    write_config(smoke_copy, cfg)
+    subset = smoke_copy / "results/subsets/tiny/swaps/easy/seed0.parquet"
+    pl.read_parquet(subset).with_columns(pass_rate=pl.lit(1.0)).write_parquet(subset)  # solved every time
+    res = snakemake(smoke_copy, "--cores", "1", "results/train/tiny/swaps/easy/seed0/steps.parquet")
+    assert res.returncode != 0
+    log = (smoke_copy / "logs/train/tiny/swaps/easy/seed0.log").read_text()
+    assert "UnlearnableSubsetError: subset 'easy' has no learnable example: every pass rate is in {1}" in log
+    assert "selection.allow_unlearnable: [easy]" in log
+    assert "training examples" not in log  # stopped before the trainer was built
+
+    cfg["selection"]["allow_unlearnable"] = ["easy"]  # accepted by name, it trains
+    write_config(smoke_copy, cfg)
+    res = snakemake(smoke_copy, "--cores", "1", "results/train/tiny/swaps/easy/seed0/steps.parquet")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "accepted by selection.allow_unlearnable (easy)" in (smoke_copy / "logs/train/tiny/swaps/easy/seed0.log").read_text()
