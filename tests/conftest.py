@@ -3,14 +3,13 @@ and tiny models. Helpers that are not fixtures are in support.py."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support import SMOKE, build_swaps_model, snakemake
+from tests.support import SMOKE, build_swaps_model, finished_run
 
 
 @pytest.fixture
@@ -23,21 +22,7 @@ def smoke_run(tmp_path_factory) -> Path:
     """One finished smoke run (through every stage) for the whole session, shared by the workflow tests:
     read it, or work on a copy of it (`smoke_copy`). Under pytest -n the workers share it too: the first
     that needs it builds it, the others wait for it."""
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent  # the folder every worker's base folder is in
-    workdir = shared / "smoke"
-    with FileLock(str(shared / "smoke.lock")):
-        if not (shared / "smoke.finished").exists():
-            shutil.rmtree(workdir, ignore_errors=True)
-            workdir.mkdir()
-            shutil.copy(SMOKE, workdir / "config.yaml")
-            res = snakemake(workdir, "--cores", "2")
-            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
-            (shared / "smoke.finished").touch()
-    return workdir
+    return finished_run(tmp_path_factory, "smoke", SMOKE)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,6 +27,26 @@ def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
+
+
+def finished_run(tmp_path_factory, name: str, config: Path) -> Path:
+    """A workflow run of `config` to its end, once per test session, in a folder named `name`. Under
+    pytest -n the workers share it: the first that needs it runs it, the others wait for it."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the folder every worker's base folder is in
+    workdir = shared / name
+    with FileLock(str(shared / f"{name}.lock")):
+        if not (shared / f"{name}.finished").exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            workdir.mkdir()
+            shutil.copy(config, workdir / "config.yaml")
+            res = snakemake(workdir, "--cores", "2")
+            assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+            (shared / f"{name}.finished").touch()
+    return workdir
 
 
 def write_config(workdir: Path, cfg: dict) -> Path:

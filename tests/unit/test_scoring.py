@@ -495,3 +495,21 @@ def test_flexible_scoring_reads_what_a_small_model_writes():
     assert get_task("swaps", "flexible").is_correct("Alice ends with (B) the blue ball", "(B)")
     assert get_task("qa", "flexible").is_correct("It is 1,000 in all", "1000")
     assert not get_task("qa", "flexible").is_correct("It is Paris", "Paris")  # text answers still need a box
+
+
+def test_the_real_models_own_answers_get_the_right_verdict():
+    """Completions SmolLM2-135M-Instruct wrote in a probe of experiments/real_model_cpu.yaml, right and
+    wrong, in its forms: a bare equation, a box, an empty box then the number, a number after a stray one,
+    a wrong sum stated twice, a completion cut before its answer (whose last number is an operand)."""
+    import json
+    from pathlib import Path
+
+    fixture = json.loads((Path(__file__).parents[1] / "fixtures" / "smollm2_completions.json").read_text())
+    flexible, lenient = get_task("addition", "flexible"), get_task("addition", "lenient")
+    samples = fixture["samples"]
+    assert {s["correct"] for s in samples} == {True, False}
+    for s in samples:
+        assert flexible.is_correct(s["completion"], s["answer"]) == s["correct"], s
+        boxed = flexible.extract(s["completion"])  # lenient credits only a non-empty box
+        assert lenient.is_correct(s["completion"], s["answer"]) == (bool(boxed) and s["correct"]), s
+
