@@ -56,6 +56,42 @@ def pool(family: str, n: int | None = None):
     return task, rows, [render_prompt(None, task.prompt(r), chat=False) for r in rows]
 
 
+def config_pool(configfile: str | Path, model_path: str, n: int | None = None):
+    """Task, rows and rendered prompts of a config's first task's pool, rendered for the model at
+    `model_path` as the config's first model would be (chat template or plain): what its probe and
+    train jobs see, e.g. experiments/real_model_cpu.yaml with the converted SmolLM2 folder."""
+    import yaml
+
+    from hardex.config import check_config, split_spec
+    from hardex.tasks import get_task
+    from hardex.workflow import renderer
+
+    cfg = check_config(yaml.safe_load(Path(configfile).read_text()))
+    name, t = next(iter(cfg["tasks"].items()))
+    spec = split_spec(cfg, t["pool"])
+    task = get_task(spec["family"], t["scoring"])
+    rows = task.load_split(spec["spec"]).to_dicts()[: n or None]
+    render = renderer(model_path, next(iter(cfg["models"].values()))["chat"])
+    return cfg, task, rows, [render(task.prompt(r)) for r in rows]
+
+
+def matmul_bound(parameters: int, seconds: float = 3.0, size: int = 2048) -> dict:
+    """This machine's float32 matmul rate (GFLOP/s, torch's current threads) and the generation rate it
+    bounds for a model of `parameters` (about 2 floating-point operations per parameter per token)."""
+    import time
+
+    import torch
+
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b  # warm-up
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        a @ b
+        n += 1
+    gflops = 2 * size**3 * n / (time.perf_counter() - t0) / 1e9
+    return {"matmul_gflops": gflops, "bound_tokens_per_s": gflops * 1e9 / (2 * parameters)}
+
+
 def machine() -> dict:
     """CPU model, cores and load average, for the printed summary."""
     info = {"python": platform.python_version(), "cores": os.cpu_count()}

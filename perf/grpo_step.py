@@ -7,8 +7,10 @@ backward passes, the optimizer, TRL's bookkeeping).
     python perf/grpo_step.py                       # builds the default's tiny model once
     python perf/grpo_step.py --model results/models/tiny --steps 20 --repeats 3
     python perf/grpo_step.py --vllm                # where vllm is installed (README: vLLM)
+    python perf/grpo_step.py --config experiments/real_model_cpu.yaml --model results/models/smol \
+        --steps 4 --repeats 2 --threads 2           # a real 135M model, that config's train job
 
-Both modes train the same rows with the same settings (config.yaml's grpo section, on its arith pool);
+Both modes train the same rows with the same settings (the config's grpo section, on its first pool);
 they alternate inside each repeat so that a change in the machine's load hits both. One torch thread,
 as a train job of the default runs (compute.run_threads).
 """
@@ -21,12 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import OUT, ROOT, built_model, dump, machine, median, pool
+from _common import OUT, ROOT, built_model, config_pool, dump, machine, median
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="a built model folder (default: build the default's once)")
+    ap.add_argument("--model", default=None, help="a model folder (default: build the default's once)")
+    ap.add_argument("--config", default=str(ROOT / "config.yaml"), help="its grpo section and first pool")
     ap.add_argument("--steps", type=int, default=20, help="GRPO steps per measured run")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
@@ -37,16 +40,14 @@ def main() -> None:
     import polars as pl
     import torch
     import trl
-    import yaml
 
-    from hardex.config import check_config, grpo_settings
+    from hardex.config import grpo_settings
     from hardex.training import task_reward, train_grpo
 
     torch.set_num_threads(args.threads)
     model = built_model(args.model)
-    task, rows, prompts = pool("arith")
+    cfg, task, rows, prompts = config_pool(args.config, model)
     data = [{"prompt": p, "answer": r["answer"]} for p, r in zip(prompts, rows)]
-    cfg = check_config(yaml.safe_load((ROOT / "config.yaml").read_text()))
     g0 = cfg["grpo"]
 
     rollout_seconds = []
@@ -90,7 +91,7 @@ def main() -> None:
                          "rest_seconds": step - roll}
     info = machine()
     print(f"\nmachine: {info}")
-    print(f"default train job: {g0['prompts_per_step']} prompts x {g0['num_generations']} completions per step, "
+    print(f"{Path(args.config).name} train job: {g0['prompts_per_step']} prompts x {g0['num_generations']} completions per step, "
           f"up to {g0['max_completion_length']} tokens, {args.threads} thread(s); medians of {args.repeats} repeats")
     print(f"{'rollouts':10s} {'steps/s':>8s} {'s/step':>8s} {'sampling s':>11s} {'rest s':>8s}")
     for mode, s in summary.items():
@@ -99,7 +100,7 @@ def main() -> None:
     for mode in modes[1:]:
         speedup = summary["trl"]["seconds_per_step"] / summary[mode]["seconds_per_step"]
         print(f"{mode} rollouts: {speedup:.2f}x the steps per second of TRL's generate")
-    dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)}, OUT / ("grpo_step_vllm.json" if args.vllm else "grpo_step.json"))
+    dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)}, OUT / f"grpo_step_{Path(args.config).stem}{'_vllm' if args.vllm else ''}.json")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ CPU, the built tiny model (builds it once into perf/out/ unless results/models/t
 With --vllm, hardex's vLLM backend runs too, on the same model, prompts and dtype (its engine started
 once, before the repeats), in an environment that has vllm (README: vLLM):
     python perf/probe_throughput.py --vllm --model results/models/tiny --n-prompts 64 --k 5 --repeats 2
+A real model, prompts of a config's pool rendered as its jobs render them (here SmolLM2-135M-Instruct
+with its chat template; the folder is what `snakemake --configfile experiments/real_model_cpu.yaml`
+converts), with the machine's float32 matmul bound measured in the same run:
+    python perf/probe_throughput.py --model results/models/smol --config experiments/real_model_cpu.yaml \
+        --vllm --dtype float32 --n-prompts 64 --k 8 --max-new-tokens 48 --temperature 0.7 --repeats 2
 GPU, a random-init Qwen3 of ~0.6B parameters (hidden 1024, 28 layers, vocab 151936), EOS ignored:
     python perf/probe_throughput.py --random-qwen3 1024,28 --device cuda --dtype bfloat16 \\
         --n-prompts 512 --k 8 --max-new-tokens 256 --repeats 2
@@ -27,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT, built_model, dump, machine, median, pool  # noqa: E402
+from _common import OUT, built_model, config_pool, dump, machine, matmul_bound, median, pool  # noqa: E402
 
 
 def synthetic_tokenizer(vocab_size: int):
@@ -118,6 +123,7 @@ def main(argv=None):
     ap.add_argument("--temperature", type=float, default=1.0)
     ap.add_argument("--top-p", type=float, default=1.0)
     ap.add_argument("--family", default="arith", choices=["arith", "swaps"], help="prompts: the default pool")
+    ap.add_argument("--config", help="prompts: this config's first pool, rendered for --model as its jobs render it")
     ap.add_argument("--prompt-len", default="64,192", help="token range of random prompts (--random-qwen3)")
     ap.add_argument("--ignore-eos", action="store_true", help="decode max_new_tokens for every sample")
     ap.add_argument("--repeats", type=int, default=3)
@@ -158,12 +164,18 @@ def main(argv=None):
         path = built_model(args.model)
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa").to(device).eval()
-        _, _, prompts = pool(args.family, args.n_prompts)
+        if args.config:
+            _, _, _, prompts = config_pool(args.config, path, args.n_prompts)
+        else:
+            _, _, prompts = pool(args.family, args.n_prompts)
         model_desc = f"{path}"
     tok.padding_side = "left"
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     n_params = sum(p.numel() for p in model.parameters())
+    bound = matmul_bound(n_params)
+    print(f"float32 matmul: {bound['matmul_gflops']:.0f} GFLOP/s, bounding generation near "
+          f"{bound['bound_tokens_per_s']:.0f} tokens/s for {n_params / 1e6:.1f}M parameters", flush=True)
     gen = HFGenerator(path, device=device, model=model, tokenizer=tok, token_budget=args.token_budget,
                       max_batch_prompts=args.max_batch_prompts, progress=False, drop_fraction=args.drop_fraction,
                       ignore_eos=args.ignore_eos)
@@ -208,7 +220,7 @@ def main(argv=None):
         "temperature": args.temperature, "ignore_eos": args.ignore_eos, "repeats": args.repeats,
         "baseline_batch": args.baseline_batch, "token_budget": args.token_budget,
         "effective_token_budget": gen.effective_token_budget(),
-        "torch_threads": torch.get_num_threads(), "machine": info, "runs": runs,
+        "torch_threads": torch.get_num_threads(), "machine": info, "runs": runs, **bound,
         "baseline_tokens_per_s": base_tps, "hardex_tokens_per_s": ours_tps, "ratio": ours_tps / base_tps,
     }
     print()
@@ -222,6 +234,8 @@ def main(argv=None):
     print(f"hardex    (HFGenerator, token budget {args.token_budget}, effective {gen.effective_token_budget()}): "
           f"median {ours_tps:10.1f} tokens/s over {args.repeats} repeats")
     print(f"ratio     {ours_tps / base_tps:.2f}x")
+    print(f"bound     {bound['bound_tokens_per_s']:10.1f} tokens/s (float32 matmul {bound['matmul_gflops']:.0f} GFLOP/s): "
+          f"hardex at {ours_tps / bound['bound_tokens_per_s']:.0%} of it")
     if args.vllm:
         vllm_tps = median([x["tokens_per_s"] for x in runs["vllm"]])
         summary.update(vllm_tokens_per_s=vllm_tps, vllm_ratio=vllm_tps / base_tps)
