@@ -121,6 +121,15 @@ def test_engine_kwargs_from_config():
     assert "max_model_len" not in engine_kwargs("m") and engine_kwargs("m")["dtype"] == "auto"
 
 
+def test_an_engine_beside_the_trainer_leaves_the_gpu_room_by_default():
+    """grpo.rollouts: vllm starts the engine in the train job's process: at vLLM's usual 0.9 of the GPU the
+    policy, its gradients and its optimizer state could not fit beside it."""
+    assert engine_kwargs("m", device="cuda")["gpu_memory_utilization"] == 0.9  # a probe or evaluate job's own GPU
+    assert engine_kwargs("m", device="cuda", colocated=True)["gpu_memory_utilization"] == 0.3
+    assert engine_kwargs("m", device="cuda", colocated=True, gpu_memory_utilization=0.5)["gpu_memory_utilization"] == 0.5
+    assert engine_kwargs("m", device="cpu", colocated=True)["gpu_memory_utilization"] == 0.3
+
+
 def test_engine_kwargs_with_lora():
     kw = engine_kwargs("m", enable_lora=True, max_lora_rank=32)
     assert kw["enable_lora"] is True and kw["max_lora_rank"] == 32 and kw["max_loras"] == 1

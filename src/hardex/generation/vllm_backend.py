@@ -138,6 +138,9 @@ def discover_adapter(path: str | Path) -> dict[str, Any] | None:
 #: memory share of the engine on each device when the config leaves it null. On CPU vLLM reads it as a
 #: share of the host's (NUMA node's) memory, most of which the other processes of a job already hold.
 MEMORY_SHARE = {"cuda": 0.9, "cpu": 0.3}
+#: the same for an engine colocated with a trainer in one job (grpo.rollouts: vllm): on a GPU the
+#: policy, its gradients and optimizer state need the rest; TRL's colocate mode defaults to 0.3 too
+COLOCATED_MEMORY_SHARE = {"cuda": 0.3, "cpu": 0.3}
 
 
 def engine_kwargs(
@@ -150,9 +153,11 @@ def engine_kwargs(
     max_lora_rank: int | None = None,
     enable_chunked_prefill: bool | None = None,
     device: str = "cuda",
+    colocated: bool = False,
 ) -> dict[str, Any]:
     """`vllm.LLM` keyword arguments from the model and `generation.vllm` config, with safe defaults for
-    the device ("cuda" or "cpu") where the config leaves a setting null.
+    the device ("cuda" or "cpu") where the config leaves a setting null; `colocated`: the engine shares
+    the job (and its GPU) with a trainer, so its default memory share leaves the trainer room.
 
     dtype is the config's (auto, float32, bfloat16, float16), which vLLM takes as is. With LoRA,
     one adapter is active at a time (max_loras 1: evaluation walks checkpoints one by one). On CPU,
@@ -162,7 +167,7 @@ def engine_kwargs(
     if dtype not in ("auto", "float32", "bfloat16", "float16"):
         raise ValueError(f"dtype {dtype!r}: expected auto, float32, bfloat16 or float16")
     if gpu_memory_utilization is None:
-        gpu_memory_utilization = MEMORY_SHARE[device]
+        gpu_memory_utilization = (COLOCATED_MEMORY_SHARE if colocated else MEMORY_SHARE)[device]
     if enable_chunked_prefill is None and device == "cpu":
         enable_chunked_prefill = False
     kwargs: dict[str, Any] = {
@@ -229,7 +234,7 @@ class VLLMGenerator:
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
         return engine_kwargs(self.model_path, **self.engine_options, enable_lora=lora, max_lora_rank=rank,
-                             device=device)
+                             device=device, colocated=self.in_process)  # in process: beside the trainer
 
     def _engine(self):
         if self.llm is None:
