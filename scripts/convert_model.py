@@ -10,4 +10,4 @@ from hardex.workflow import job_log, set_threads
 
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)
-    log(convert_gguf(snakemake.params.gguf, snakemake.output[0], log=log, file=snakemake.input[0]))
+    convert_gguf(snakemake.params.gguf, snakemake.output[0], log=log, file=snakemake.input[0])  # logs its own summary

@@ -35,8 +35,9 @@ def probe_report(counts: pl.DataFrame, samples: pl.DataFrame, pool: pl.DataFrame
                  near_zero: float = NEAR_ZERO_MIXED, shown: int = 3) -> list[str]:
     """Lines for the probe's log: the share of mixed examples and, when it is near zero, a warning
     with what the completions looked like (answers in the scored form, right ones, a few examples)."""
-    share = float(mixed(counts["pass_rate"]).mean())
-    lines = [f"learnable: {mixed(counts['pass_rate']).sum()} of {counts.height} pool examples "
+    is_mixed = mixed(counts["pass_rate"])
+    share = float(is_mixed.mean())
+    lines = [f"learnable: {is_mixed.sum()} of {counts.height} pool examples "
              f"({100 * share:.1f} %) have 0 < pass rate < 1; only their GRPO groups can mix rewards"]
     if share >= near_zero:
         return lines
