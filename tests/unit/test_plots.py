@@ -81,6 +81,16 @@ def test_learnable_vs_gain_without_a_fit(tmp_path):
     _check(P.plot_learnable_vs_gain(rep, [tmp_path / "f.png", tmp_path / "f.pdf"], STYLE), min_px=(200, 150))
 
 
+def test_learnable_vs_gain_when_every_gain_is_the_same(tmp_path):
+    """A run where training moved no answer (every gain 0) has a flat fit and no R²; its figure crashed
+    (found by rehearsing experiments/difficulty_limits.yaml)."""
+    flat = pl.DataFrame({"model": ["m"] * 3, "task": ["t"] * 3, "strategy": ["hard", "easy", "full"], "seed": [0] * 3,
+                         "learnable_pct": [20.0, 50.0, 90.0], "gain": [0.0, 0.0, 0.0]})
+    rep = json.loads(json.dumps(tables.regression_report(flat, n_boot=50)))
+    assert rep["this_run"]["slope"] == 0.0 and rep["this_run"]["r2"] is None
+    _check(P.plot_learnable_vs_gain(rep, [tmp_path / "f.png", tmp_path / "f.pdf"], STYLE), min_px=(200, 150))
+
+
 def test_pool_pass_rates(data, tmp_path):
     _, probes, subsets = data
     _check(P.plot_pool_pass_rates(probes, subsets, [tmp_path / "h.png", tmp_path / "h.pdf"], STYLE))

@@ -224,7 +224,9 @@ def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], 
                 ax.fill_between(grid, blo, bhi, color=color, alpha=0.15 if filled else 0.08, lw=0, zorder=0)
             ci = fit.get("slope_ci") or [None, None]
             ci_txt = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if None not in ci else ""
-            lines.append(f"{label}: R² = {fit['r2']:.2f}, slope = {fit['slope']:.2f}{ci_txt}, "
+            # R² is undefined where every gain is the same (a run that moved nothing): the fit is flat
+            r2 = f"{fit['r2']:.2f}" if fit.get("r2") is not None else "undefined (gain has no spread)"
+            lines.append(f"{label}: R² = {r2}, slope = {fit['slope']:.2f}{ci_txt}, "
                          f"intercept = {fit['intercept']:.1f}, n = {fit['n']} cells")
         ax.axhline(0, color="0.6", lw=0.8, zorder=0)
         ax.text(0.02, 0.98, "\n".join(lines), transform=ax.transAxes, va="top", ha="left",
