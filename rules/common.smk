@@ -19,6 +19,7 @@ from hardex.config import (
     run_strategies,
     split_spec,
 )
+from hardex.architectures import KEPT as ARCHITECTURES
 from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
 from hardex.selection import offline_strategy
@@ -33,9 +34,9 @@ config = check_or_exit(
 )
 
 MODELS = list(config["models"])
-# models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built, or
-# converted from a GGUF file). Their jobs depend on the folder; the others load a hub id or a directory.
-MADE_BY = {"build": "build_model", "gguf": "convert_model"}
+# models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,
+# converted from a GGUF file, or a rehearsal's stand-in). Their jobs depend on the folder; the others load a hub id or a directory.
+MADE_BY = {"build": "build_model", "gguf": "convert_model", "standin": "standin_model"}
 BUILT_MODELS = [m for m in MODELS if config["models"][m]["path"] in MADE_BY]
 TASKS = list(config["tasks"])
 STRATEGIES = config["selection"]["strategies"]  # each a subset
@@ -110,6 +111,11 @@ def model_params(wildcards):
         fill(layout.MODEL)(wildcards) if wildcards.model in BUILT_MODELS else m["path"]
     )
     return {"path": path, "chat": m["chat"], "dtype": m["dtype"]}
+
+
+def architecture_input(wildcards):
+    """The kept config.json a stand-in is built from: an edited one builds it again."""
+    return str(ARCHITECTURES / config["models"][wildcards.model]["architecture"] / "config.json")
 
 
 def gguf_input(wildcards):
@@ -264,7 +270,15 @@ PASS_K = {b: d["pass_k"] for b, d in decodings(config).items()}
 STATS = {"ci_level": REPORT["ci_level"], **REPORT["bootstrap"]}
 # group size G per model: the learnable % a subset should give is predicted from the probe with it
 GENERATIONS = {m: grpo_settings(config, m)["num_generations"] for m in MODELS}
-STYLE = {k: v for k, v in REPORT["figures"].items() if k != "formats"}
+# a rehearsal's report says on every table and figure that its numbers are not results
+BANNER = (
+    f"REHEARSAL of {config['rehearsal']['of']} with stand-in models and seeded rewards: not results"
+    if config.get("rehearsal")
+    else None
+)
+STYLE = {k: v for k, v in REPORT["figures"].items() if k != "formats"} | {
+    "banner": BANNER
+}
 
 
 def table_output(name, title):

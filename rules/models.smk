@@ -51,3 +51,24 @@ rule convert_model:
         gguf=lambda w: config["models"][w.model]["gguf"],
     script:
         "../scripts/convert_model.py"
+
+
+rule standin_model:
+    """A rehearsal's stand-in: a tiny random model of the real architecture, with its chat template."""
+    input:
+        architecture_input,
+    output:
+        directory(layout.MODEL),
+    log:
+        "logs/models/{model}.log",
+    benchmark:
+        layout.TIMINGS["standin_model"]
+    wildcard_constraints:
+        model=one_of(made_by("standin_model")),
+    conda:
+        "../envs/generation.yaml"
+    threads: 1
+    params:
+        architecture=lambda w: config["models"][w.model]["architecture"],
+    script:
+        "../scripts/standin_model.py"

@@ -40,6 +40,7 @@ rule report_tables:
         reference=REPORT["reference"],
         names=REPORT["reference_names"],
         provenance=PROVENANCE,
+        banner=BANNER,
     script:
         "../scripts/report_tables.py"
 
@@ -66,6 +67,7 @@ rule report_compute:
     params:
         timings=TIMING_FILES,
         provenance=PROVENANCE,
+        banner=BANNER,
     script:
         "../scripts/report_compute.py"
 
@@ -182,7 +184,12 @@ rule report_figure_capacity:
         stats=STATS,
         style=STYLE,
         sizes_b={m: config["models"][m]["size_b"] for m in MODELS},
-        built=dict(zip(BUILT_MODELS, BUILT_MODEL_DIRS)),
+        # a stand-in counts as the model it stands in for: its config's size_b
+        built={
+            m: d
+            for m, d in zip(BUILT_MODELS, BUILT_MODEL_DIRS)
+            if m not in made_by("standin_model")
+        },
         provenance=PROVENANCE,
     script:
         "../scripts/report_figure_capacity.py"

@@ -15,5 +15,6 @@ with job_log(snakemake) as log:
     note = timings.NOTE + (f" {missing} of {len(snakemake.params.timings)} jobs have no timing file "
                            f"(made before timings were recorded) and are not counted." if missing else "")
     table = timings.compute_table(timings.load_timings(found))
-    write_table(table, Path(snakemake.output[0]).with_suffix(""), timings.TITLE, note)
+    write_table(table, Path(snakemake.output[0]).with_suffix(""), timings.TITLE, note,
+                banner=snakemake.params.banner)
     log(f"compute: {len(found)} timing files, {missing} missing, {table.height} rows")

@@ -19,5 +19,5 @@ with job_log(snakemake) as log:
                           load_reference(p.reference), p.names, p.generations, load_overlaps(i.overlaps))
     out_dir = {Path(f).stem: Path(f).parent for f in snakemake.output}
     for name, (df, note) in tables.items():
-        write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals)
+        write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals, banner=p.banner)
         log(f"{name}: {df.height} rows")

@@ -25,9 +25,12 @@ def schema_defaults(*keys: str) -> dict[str, Any]:
     written, for callers of the library that pass a block without going through the config check."""
     import yaml
 
-    node = yaml.safe_load(SCHEMA.read_text())
+    schema = yaml.safe_load(SCHEMA.read_text())
+    node = schema
     for key in keys:
         node = node["properties"][key]
+        if "$ref" in node:  # "#/$defs/grpo"
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
     return {k: v["default"] for k, v in node["properties"].items() if "default" in v}
 
 
@@ -211,7 +214,7 @@ def _check_strict_scoring(cfg: dict) -> None:
     from hardex.tasks import STRICT_FAMILIES
 
     for task, tcfg in cfg["tasks"].items():
-        if tcfg.get("scoring") != "strict":
+        if not tcfg.get("scoring", "").endswith("strict"):  # "rehearsal+strict" runs the strict scorer too
             continue
         for ref in [tcfg["pool"], *tcfg["benchmarks"]]:
             family = cfg["datasets"][ref.split("/", 1)[0]]["family"]

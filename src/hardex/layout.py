@@ -37,6 +37,7 @@ REGRESSION = "results/regression.json"
 TIMINGS = {
     "build_model": "results/timings/build_model/{model}.tsv",
     "convert_model": "results/timings/convert_model/{model}.tsv",
+    "standin_model": "results/timings/standin_model/{model}.tsv",
     "probe": "results/timings/probe/{model}/{task}.tsv",
     "train": f"results/timings/train/{RUN}.tsv",
     "evaluate_base": "results/timings/evaluate_base/{model}/{task}.tsv",

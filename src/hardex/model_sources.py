@@ -140,6 +140,13 @@ def check_model_source(key: str, entry: dict) -> None:
         return
     if path == "build":
         return
+    if path == "standin":
+        from hardex.architectures import known
+
+        if entry.get("architecture") not in known():
+            raise ModelError(f"{key}.architecture: {entry.get('architecture')!r} is not a kept architecture; a stand-in "
+                             f"is built from one of {', '.join(known())}")
+        return
     local = Path(path).expanduser()
     if not local.exists() and _hub_id(path):
         from huggingface_hub import constants, try_to_load_from_cache

@@ -53,8 +53,9 @@ def encode_prompt(tokenizer, text: str) -> list[int]:
 
 #: the files that decide what a model computes: weights, configs, tokenizer, chat template, code
 FINGERPRINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".json", ".model", ".txt", ".tiktoken", ".jinja", ".py")
-# the records of a build and of a conversion (hardex.model_sources): timings, which differ between identical models
-FINGERPRINT_SKIP = {"build_summary.json", "source.json"}
+# the records of a build, a conversion (hardex.model_sources) and a stand-in (hardex.rehearsal.standin): timings,
+# which differ between identical models
+FINGERPRINT_SKIP = {"build_summary.json", "source.json", "standin.json"}
 _file_digests: dict[tuple[str, int, int], str] = {}
 
 

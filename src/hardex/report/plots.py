@@ -33,7 +33,9 @@ assert set(STRATEGY_COLORS) == set(STRATEGIES)
 _EXTRA_COLORS = ["#393b79", "#637939", "#8c6d31", "#843c39", "#5254a3", "#8ca252"]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*", "h", "<", ">"]
 
-DEFAULT_STYLE = {"dpi": 150, "font_size": 10, "panel_width": 4.5, "panel_height": 3.2, "rolling_window": 5}
+# banner: a line above every figure (a rehearsal's says its numbers are not results)
+DEFAULT_STYLE = {"dpi": 150, "font_size": 10, "panel_width": 4.5, "panel_height": 3.2, "rolling_window": 5,
+                 "banner": None}
 
 
 def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
@@ -56,13 +58,16 @@ def _rc(st: dict[str, Any]) -> dict[str, Any]:
             "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False, "axes.spines.right": False}
 
 
-def save_figure(fig, paths: Sequence[str | Path], dpi: int) -> list[Path]:
-    """Write the figure once per path, the format from each suffix (png, pdf, svg)."""
+def save_figure(fig, paths: Sequence[str | Path], st: dict[str, Any]) -> list[Path]:
+    """Write the figure once per path, the format from each suffix (png, pdf, svg), under the style's banner."""
+    if st["banner"]:
+        fig.text(0.5, 1.0, st["banner"], ha="center", va="bottom", color="darkred", fontweight="bold",
+                 fontsize=st["font_size"] + 2)
     out = []
     for p in paths:
         p = Path(p)
         with atomic_path(p) as tmp:
-            fig.savefig(tmp, dpi=dpi, format=p.suffix.lstrip("."), bbox_inches="tight")
+            fig.savefig(tmp, dpi=st["dpi"], format=p.suffix.lstrip("."), bbox_inches="tight")
         out.append(p)
     plt.close(fig)
     return out
@@ -162,7 +167,7 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
         order = [s for s in strategies if s in used] + [k for k in used if k not in strategies]
         _legend_below(fig, [used[k] for k in order], [used[k].get_label() for k in order])
         fig.suptitle("Test accuracy during GRPO training, per selection strategy")
-        return save_figure(fig, paths, st["dpi"])
+        return save_figure(fig, paths, st)
 
 
 def _overlay_published_curves(ax, rsub: pl.DataFrame, strategies: Sequence[str], max_step: int, names) -> None:
@@ -243,7 +248,7 @@ def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], 
                         Line2D([], [], color="0.45", ls="--", lw=1.2, label="fit (published)")]
         ax.legend(handles=handles, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False,
                   title="strategy / model")
-        return save_figure(fig, paths, st["dpi"])
+        return save_figure(fig, paths, st)
 
 
 # ---- pool pass rates with the subsets marked ----------------------------------------------------------
@@ -279,7 +284,7 @@ def plot_pool_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame, paths: Seq
                    Line2D([], [], ls="", marker="o", color="0.3", mec="black", label="subset: mean")]
         _legend_below(fig, handles, [h.get_label() for h in handles])
         fig.suptitle("Probe pass rates of the pool and of each selected subset")
-        return save_figure(fig, paths, st["dpi"])
+        return save_figure(fig, paths, st)
 
 
 def _pool_cell(top, bottom, pool: pl.DataFrame, subs: pl.DataFrame, strategies: Sequence[str],
@@ -361,7 +366,7 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
         handles.append(Line2D([], [], color="0.4", lw=0.8, alpha=0.4, label="per step (raw)"))
         _legend_below(fig, handles, [h.get_label() for h in handles])
         fig.suptitle(f"GRPO groups with no learning signal (rolling mean over {window} steps)")
-        return save_figure(fig, paths, st["dpi"])
+        return save_figure(fig, paths, st)
 
 
 
@@ -420,7 +425,7 @@ def plot_capacity(gains: pl.DataFrame, learnable: pl.DataFrame, capacity: dict[s
         handles, labels = axes[0][0].get_legend_handles_labels()
         _legend_below(fig, handles, labels)
         fig.suptitle("Which subset wins, by model capacity (bars: intervals of the gain and learnable % tables)")
-        return save_figure(fig, paths, st["dpi"])
+        return save_figure(fig, paths, st)
 
 
 # ---- compute: gain against rollouts and tokens (offline selection vs online filtering) -------------
@@ -485,4 +490,4 @@ def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], styl
         handles, labels = axes[0][0].get_legend_handles_labels()
         _legend_below(fig, handles, labels)
         fig.suptitle("Gain against compute: offline selection (filled) and online filtering (open)")
-        return save_figure(fig, paths, st["dpi"])
+        return save_figure(fig, paths, st)

@@ -108,9 +108,11 @@ def to_html(df: pl.DataFrame, decimals: int = 2, title: str | None = None, note:
 
 
 def write_table(df: pl.DataFrame, stem: str | Path, title: str, note: str | None = None, decimals: int = 2,
-                formats: Sequence[str] = TABLE_FORMATS) -> list[Path]:
-    """Write stem.md / .csv / .tex / .html (atomically); CSV keeps full precision for tools."""
+                formats: Sequence[str] = TABLE_FORMATS, banner: str | None = None) -> list[Path]:
+    """Write stem.md / .csv / .tex / .html (atomically); CSV keeps full precision for tools. A banner (a
+    rehearsal's: its numbers are not results) leads the title."""
     stem = Path(stem)
+    title = f"{banner}. {title}" if banner else title
     written = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")

@@ -25,10 +25,15 @@ _cache: dict[tuple[str, str], Task] = {}
 
 
 def get_task(family: str, scoring: str = "lenient") -> Task:
-    """The task object for a config family name, judging completions by `scoring` (see Task).
+    """The task object for a config family name, judging completions by `scoring` (see Task; a rehearsal's
+    "rehearsal+<scoring>" runs that scorer and lets a seeded draw decide, hardex.rehearsal.scoring).
 
     Raises KeyError naming the known families, ValueError for a scoring the family lacks.
     """
+    if (family, scoring) not in _cache and scoring.startswith("rehearsal+"):
+        from hardex.rehearsal.scoring import PREFIX, RehearsalScoring
+
+        _cache[family, scoring] = RehearsalScoring(get_task(family, scoring.removeprefix(PREFIX)))
     if (family, scoring) not in _cache:
         if family not in REGISTRY:
             raise KeyError(f"unknown task family {family!r}; known: {', '.join(sorted(REGISTRY))}")

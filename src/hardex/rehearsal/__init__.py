@@ -1,0 +1,148 @@
+"""Rehearsal: any config run on a CPU in minutes, with stand-ins, before GPUs are rented for it.
+
+`rehearsal_config` turns a config into its rehearsal: the same models (each a tiny random model of its
+architecture, hardex.rehearsal.standin), tasks, strategies, scoring, tiers, epochs, evaluation and
+report, with each hub dataset replaced by a few generated rows in its own format
+(hardex.rehearsal.samples), runs cut to a few short steps, one seed, and the task's scorer wrapped by
+a seeded one (hardex.rehearsal.scoring) so that everything that depends on rewards runs too. The
+`hardex-rehearse` command (hardex.rehearsal.cli) writes it and runs the workflow on it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+from hardex.rehearsal.scoring import PREFIX as SCORING_PREFIX
+
+#: rows per split in a rehearsal: a pool large enough that a 10 % budget selects a step's prompts
+POOL_ROWS, OTHER_ROWS, SFT_ROWS = 20, 6, 64
+#: a rehearsal's runs: a few steps of a few prompts, short completions
+PROMPTS_PER_STEP, MAX_STEPS, NEW_TOKENS = 2, 2, 16
+
+
+class RehearsalError(ValueError):
+    """A config that cannot be rehearsed; str() is one line naming the key."""
+
+
+def _model(name: str, m: dict[str, Any]) -> dict[str, Any]:
+    """A model entry's stand-in: hub and GGUF models become `standin` of their architecture; built ones stay."""
+    from hardex.architectures import known
+
+    if m.get("path") == "build":  # built here already: the same Qwen3 at the stand-ins' size, barely warm-started
+        m = copy.deepcopy(m)
+        build = m.setdefault("build", {})
+        build.setdefault("arch", {}).update(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4)
+        build.setdefault("warmstart", {})["epochs"] = 1
+        return m
+    arch = m.get("architecture") or m.get("path")
+    if arch not in known():
+        raise RehearsalError(f"models.{name}: no kept architecture for {arch!r}; set models.{name}.architecture to "
+                             f"one of {', '.join(known())} (or add its config.json to src/hardex/architectures)")
+    out = {k: v for k, v in m.items() if k not in ("path", "gguf", "build")}
+    return {**out, "path": "standin", "architecture": arch}
+
+
+def _absolute(value: Any, base: Path) -> Any:
+    """A path written relative to where the config was run from, made absolute (a rehearsal runs elsewhere)."""
+    return str((base / value).resolve()) if isinstance(value, str) and (base / value).exists() else value
+
+
+def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
+    """Every dataset split cut to a few rows: hub splits as generated rows of their format, others limited."""
+    from hardex.config import SYNTHETIC_FAMILIES
+    from hardex.rehearsal.samples import SampleError, sample_split
+
+    pools = {t["pool"] for t in cfg["tasks"].values()}
+    sft = {r for m in cfg["models"].values() for r in (m.get("build") or {}).get("sft_from", [])}
+    for ds, dcfg in cfg["datasets"].items():
+        family = dcfg["family"]
+        for split, spec in dcfg["splits"].items():
+            ref = f"{ds}/{split}"
+            n = POOL_ROWS if ref in pools else SFT_ROWS if ref in sft else OTHER_ROWS
+            for listed in ("rows", "ids"):
+                if listed in spec:
+                    spec[listed] = _absolute(spec[listed], base)
+                    if isinstance(spec[listed], list):
+                        spec[listed] = spec[listed][:n]
+            if family in SYNTHETIC_FAMILIES:
+                spec["n"] = min(spec.get("n", n), n)
+            elif spec.get("hub"):
+                try:
+                    dcfg["splits"][split] = sample_split(family, spec, samples, n)
+                except SampleError as e:
+                    raise RehearsalError(f"datasets.{ds}.splits.{split}: {e}") from None
+            else:
+                spec["file"] = _absolute(spec.get("file"), base)
+                spec["limit"] = min(spec.get("limit") or n, n)
+
+
+def _grpo(g: dict[str, Any], whole: bool) -> None:
+    """A few short steps. `whole`: the top-level section (every key); else a model's override (its own keys)."""
+    short = {"max_steps": MAX_STEPS, "save_steps": 1, "max_completion_length": NEW_TOKENS}
+    for key, value in short.items():
+        if whole or key in g:
+            g[key] = min(g.get(key, value), value)
+    if whole or "prompts_per_step" in g:
+        g["prompts_per_step"] = min(g.get("prompts_per_step", 1), PROMPTS_PER_STEP)
+    if g.get("epochs"):
+        g["save_steps"] = 4  # an epoch of a rehearsal pool is up to ten steps: a few checkpoints, not each one
+
+
+def _fit_accumulation(cfg: dict[str, Any]) -> None:
+    """gradient_accumulation_steps must divide a step's completions, which the rehearsal made fewer."""
+    from hardex.config import schema_defaults
+
+    defaults = schema_defaults("grpo")
+    for m in cfg["models"].values():
+        g = {**defaults, **cfg["grpo"], **(m.get("grpo") or {})}
+        gas = math.gcd(g["gradient_accumulation_steps"], g["prompts_per_step"] * g["num_generations"])
+        if gas != g["gradient_accumulation_steps"]:
+            m.setdefault("grpo", {})["gradient_accumulation_steps"] = gas
+
+
+def _one_strategy(sel: dict[str, Any]) -> None:
+    """Train one strategy (the first, and its online run if it has one) instead of every one: a quick
+    rehearsal still runs every model, task, dataset and setting, in a fraction of the jobs."""
+    first = (sel.get("strategies") or ["hard"])[0]
+    sel["strategies"] = [first]
+    sel["online_strategies"] = [s for s in sel.get("online_strategies") or [] if s == first]
+
+
+def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path = Path.cwd(),
+                     quick: bool = False) -> dict[str, Any]:
+    """The rehearsal of config `source` (as read from its YAML file `of`; relative paths from `base`).
+    Sample rows are written under `samples`. `quick`: one strategy trained instead of every one."""
+    cfg = copy.deepcopy(source)
+    if quick:
+        _one_strategy(cfg.setdefault("selection", {}))
+        cfg.setdefault("report", {})["regression_strategies"] = cfg["selection"]["strategies"]
+    cfg["rehearsal"] = {"of": str(of), "quick": quick}
+    cfg["seeds"] = list(cfg.get("seeds") or [0])[:1]  # seeds repeat the same code paths
+    cfg["models"] = {name: _model(name, m) for name, m in cfg["models"].items()}
+    _splits(cfg, samples, base)
+    for t in cfg["tasks"].values():
+        t["scoring"] = SCORING_PREFIX + t.get("scoring", "lenient")
+        t.get("probe", {}).pop("max_new_tokens", None)
+    cfg.setdefault("probe", {})["max_new_tokens"] = NEW_TOKENS
+    _grpo(cfg.setdefault("grpo", {}), whole=True)
+    for m in cfg["models"].values():
+        if m.get("grpo"):
+            _grpo(m["grpo"], whole=False)
+    _fit_accumulation(cfg)
+    ev = cfg.setdefault("evaluation", {})
+    for decoding in [ev.setdefault("decoding", {}), *ev.get("overrides", {}).values()]:
+        decoding["max_new_tokens"] = NEW_TOKENS
+    # K probe samples under seeded rewards can leave the hardest or easiest subset unmixed by chance, where
+    # the real model might not; its training rollouts, drawn afresh, mix (hardex.learnability's check runs)
+    sel = cfg.setdefault("selection", {})
+    sel["allow_unlearnable"] = [*(sel.get("strategies") or []), *(f"{s}_online" for s in sel.get("online_strategies") or [])]
+    compute = cfg.setdefault("compute", {})
+    # on this CPU, sized as the stand-ins are (size_b still says what the real model is, for the report)
+    compute.update(gpu=0, mem_mb_per_b=0, runtime_min_per_b=0)
+    report = cfg.get("report") or {}
+    if report.get("reference"):
+        report["reference"] = _absolute(report["reference"], base)
+    return cfg

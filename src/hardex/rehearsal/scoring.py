@@ -1,0 +1,41 @@
+"""The rehearsal's scorer: the task's own scorer runs on every completion, as it will in the real run, and
+a seeded draw gives the verdict, so a rehearsal with random stand-in models exercises what depends on
+rewards (pass rates that spread, every strategy selecting, groups with mixed rewards, nonzero gradients).
+
+Each example gets a pass rate spread over [0, 1] from a hash of its prompt; each completion is marked
+correct when a hash of (prompt, completion) falls below it. Both are fixed by the text alone: the same
+completion always gets the same verdict, in any job and on any backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+PREFIX = "rehearsal+"  # scoring "rehearsal+strict": the strict scorer runs, the seeded draw decides
+
+
+def _unit(*parts: str) -> float:
+    """A number in [0, 1) fixed by the text of `parts`."""
+    digest = hashlib.blake2b("\0".join(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def seeded_pass_rate(prompt: str) -> float:
+    """The share of an example's completions the rehearsal marks correct."""
+    return 0.05 + 0.9 * _unit("rehearsal pass rate", prompt)  # never 0 or 1: its training groups can mix
+
+
+class RehearsalScoring:
+    """A Task whose verdicts are seeded draws; everything else (loading, prompts, answers) is the task's."""
+
+    def __init__(self, task) -> None:
+        self.task = task
+        self.scoring = PREFIX + task.scoring
+
+    def __getattr__(self, name: str):
+        return getattr(self.task, name)
+
+    def is_correct(self, completion: str, reference: str, prompt: str | None = None) -> bool:
+        self.task.is_correct(completion, reference, prompt)  # the real scorer's path runs (and may fail) as it will
+        example = prompt if prompt is not None else reference
+        return _unit("rehearsal verdict", example, completion) < seeded_pass_rate(example)

@@ -1,0 +1,154 @@
+"""The rehearsal: configs it writes, stand-in models of real architectures, its scorer, its report banner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from hardex.config import check_config, grpo_settings
+from hardex.rehearsal import POOL_ROWS, RehearsalError, rehearsal_config
+from hardex.rehearsal.scoring import seeded_pass_rate
+from hardex.tasks import get_task
+from tests.support import ROOT
+
+PRESETS = sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+def rehearsal_of(preset, tmp_path, **kw) -> dict:
+    return rehearsal_config(yaml.safe_load(preset.read_text()), str(preset), samples=tmp_path / "samples",
+                            base=ROOT, **kw)
+
+
+@pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
+def test_every_preset_has_a_rehearsal_the_config_check_accepts(preset, tmp_path):
+    source = yaml.safe_load(preset.read_text())
+    cfg = check_config(rehearsal_of(preset, tmp_path))
+    assert cfg["rehearsal"]["of"] == str(preset) and cfg["seeds"] == source["seeds"][:1]
+    # the same models, tasks and strategies; hub and GGUF models become stand-ins of their architecture
+    assert list(cfg["models"]) == sorted(source["models"]) and set(cfg["tasks"]) == set(source["tasks"])
+    assert cfg["selection"]["strategies"] == source["selection"]["strategies"]
+    for name, m in cfg["models"].items():
+        assert m["path"] in ("standin", "build")
+        if source["models"][name]["path"] != "build":
+            assert m["architecture"] == source["models"][name].get("architecture", source["models"][name]["path"])
+        g = grpo_settings(cfg, name)
+        assert g["max_completion_length"] <= 16 and g["prompts_per_step"] <= 2
+    # every dataset split is read from a file or generated, never from the hub
+    for ds in cfg["datasets"].values():
+        for spec in ds["splits"].values():
+            assert "hub" not in spec
+    for task in cfg["tasks"].values():
+        assert task["scoring"].startswith("rehearsal+")
+
+
+def test_a_rehearsal_keeps_the_settings_only_a_preset_uses(tmp_path):
+    paper = rehearsal_of(ROOT / "experiments" / "hard_examples_paper.yaml", tmp_path)
+    code = rehearsal_of(ROOT / "experiments" / "hard_examples_code.yaml", tmp_path)
+    limits = rehearsal_of(ROOT / "experiments" / "difficulty_limits.yaml", tmp_path)
+    # paper 1's released split, row by row (the first rows of it), strict scoring, phi-4's fused LoRA targets
+    released = yaml.safe_load((ROOT / "experiments" / "hard_examples_paper.yaml").read_text())
+    assert paper["datasets"]["bbh"]["splits"]["pool"]["rows"] == released["datasets"]["bbh"]["splits"]["pool"]["rows"][:POOL_ROWS]
+    assert code["tasks"]["gsm8k"]["scoring"] == "rehearsal+strict"
+    assert paper["models"]["phi4"]["grpo"]["lora"]["target_modules"] == ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
+    # paper 2's tiers and epochs instead of steps
+    assert limits["selection"]["tiers"] and limits["grpo"]["epochs"] == 1
+
+
+def test_a_quick_rehearsal_trains_one_strategy(tmp_path):
+    cfg = check_config(rehearsal_of(ROOT / "experiments" / "cpu_online.yaml", tmp_path, quick=True))
+    source = yaml.safe_load((ROOT / "experiments" / "cpu_online.yaml").read_text())
+    assert cfg["selection"]["strategies"] == source["selection"]["strategies"][:1]
+    assert cfg["rehearsal"]["quick"]
+
+
+def test_a_model_without_a_kept_architecture_is_refused_by_key(tmp_path):
+    source = {"models": {"mine": {"path": "someone/unknown-7b"}}, "datasets": {}, "tasks": {}}
+    with pytest.raises(RehearsalError, match=r"models\.mine: no kept architecture for 'someone/unknown-7b'"):
+        rehearsal_config(source, "x.yaml", samples=tmp_path)
+
+
+@pytest.fixture(scope="module")
+def standins(tmp_path_factory):
+    from hardex.rehearsal.standin import build_standin
+
+    out = tmp_path_factory.mktemp("standins")
+    return {arch: (out / arch.replace("/", "__"), build_standin(out / arch.replace("/", "__"), arch, log=lambda *a: None))
+            for arch in ("microsoft/phi-4", "Qwen/Qwen3-4B", "meta-llama/Llama-3.1-8B-Instruct")}
+
+
+def test_a_phi3_standin_takes_lora_on_its_fused_projections(standins):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    folder, record = standins["microsoft/phi-4"]
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert type(model).__name__ == "Phi3ForCausalLM" and record["architecture"] == "Phi3ForCausalLM"
+    attn = model.model.layers[0].self_attn
+    cfg = model.config
+    assert attn.qkv_proj.out_features == (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]))
+    names = [n for n, _ in peft_model.named_parameters() if "lora_A" in n]
+    assert any("qkv_proj.lora_A" in n for n in names) and any("gate_up_proj.lora_A" in n for n in names)
+    # the names paper 1's other models use match nothing fused: q_proj alone would leave attention untouched
+    assert not any(".q_proj" in n for n, _ in model.named_modules())
+    out = peft_model(torch.tensor([[1, 2, 3]])).logits
+    assert out.shape[-1] == cfg.vocab_size
+
+
+def test_standins_render_their_family_chat_template(standins):
+    from transformers import AutoTokenizer
+
+    from hardex.models import encode_prompt, render_prompt
+
+    qwen = AutoTokenizer.from_pretrained(standins["Qwen/Qwen3-4B"][0])
+    assert render_prompt(qwen, "2+2?", chat=True).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert qwen.eos_token == "<|im_end|>"
+    llama = AutoTokenizer.from_pretrained(standins["meta-llama/Llama-3.1-8B-Instruct"][0])
+    ids = encode_prompt(llama, render_prompt(llama, "2+2?", chat=True))
+    assert ids[0] == llama.bos_token_id and ids.count(llama.bos_token_id) == 1  # one BOS, not two
+    assert llama.eos_token == "<|eot_id|>" and llama.convert_tokens_to_ids("<|eot_id|>") in ids
+    phi = AutoTokenizer.from_pretrained(standins["microsoft/phi-4"][0])
+    assert "<|im_start|>user<|im_sep|>2+2?<|im_end|>" in render_prompt(phi, "2+2?", chat=True)
+    record = json.loads((standins["microsoft/phi-4"][0] / "standin.json").read_text())
+    assert record["stands_in_for"] == "microsoft/phi-4"
+
+
+def test_the_rehearsal_scorer_runs_the_real_scorer_and_spreads_pass_rates():
+    task = get_task("gsm8k", "rehearsal+strict")
+    assert task.scoring == "rehearsal+strict" and task.task.scoring == "strict"
+    prompts = [f"question {i}" for i in range(60)]
+    rates = [sum(task.is_correct(f"completion {j}", "4", p) for j in range(40)) / 40 for p in prompts]
+    assert min(rates) < 0.25 and max(rates) > 0.75  # spread across examples
+    assert sum(0 < r < 1 for r in rates) >= 55  # groups mix
+    # the rate follows the example's seeded pass rate, and a verdict is fixed by the texts
+    close = [abs(r - seeded_pass_rate(p)) < 0.25 for r, p in zip(rates, prompts)]
+    assert sum(close) >= 55
+    assert task.is_correct("x", "4", "q") == task.is_correct("x", "4", "q")
+
+
+def test_the_rehearsal_scorer_fails_where_the_real_scorer_fails():
+    task = get_task("gsm8k", "rehearsal+strict")
+    with pytest.raises(TypeError):
+        task.is_correct(None, "4", "q")  # the strict scorer cannot read it: the rehearsal must not hide that
+
+
+def test_a_rehearsals_tables_and_figures_say_they_are_not_results(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import polars as pl
+
+    from hardex.report.plots import _style, save_figure
+    from hardex.report.render import write_table
+
+    banner = "REHEARSAL of x.yaml: not results"
+    write_table(pl.DataFrame({"a": [1.0]}), tmp_path / "t", "gain", banner=banner)
+    assert (tmp_path / "t.md").read_text().startswith(f"## {banner}. gain")
+    assert f"<h3>{banner}. gain</h3>" in (tmp_path / "t.html").read_text()
+    fig, _ = plt.subplots()
+    save_figure(fig, [tmp_path / "f.svg"], _style({"banner": banner}))
+    assert banner in (tmp_path / "f.svg").read_text()
