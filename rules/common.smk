@@ -20,6 +20,7 @@ from hardex.config import (
     split_spec,
 )
 from hardex.architectures import KEPT as ARCHITECTURES
+from hardex.memory_plan import check_plan_or_exit
 from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
 from hardex.selection import offline_strategy
@@ -32,6 +33,10 @@ config = check_or_exit(
     config,
     workflow.config_settings.configfiles or [Path(workflow.basedir) / "config.yaml"],
 )
+
+# every GPU job's memory, estimated from its model's architecture and settings: a plan that cannot fit
+# compute.gpu_memory_gb stops here, before any job runs (the estimates print with `snakemake -n`)
+check_plan_or_exit(config, show=workflow.is_main_process)
 
 MODELS = list(config["models"])
 # models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,

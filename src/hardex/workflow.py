@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import resource
 import sys
 import time
 from pathlib import Path
@@ -32,15 +33,19 @@ def job_log(snakemake):
             traceback.print_exc(file=fh)
             raise
         finally:
-            print(f"[hardex] {time.time() - t0:.1f}s{_gpu_peak()}", flush=True)
+            print(f"[hardex] {time.time() - t0:.1f}s{_peaks()}", flush=True)
 
 
-def _gpu_peak() -> str:
-    """Peak CUDA memory of the job, for the log line (Snakemake's benchmark measures host memory only)."""
+def _peaks() -> str:
+    """The job's peak memory for its log line, what the memory plan (hardex.memory_plan) is set beside: this
+    process's resident host memory (Snakemake's benchmark sums a job's whole process tree) and, when the job
+    used CUDA, the GPU memory its tensors took and the allocator reserved."""
+    host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     torch = sys.modules.get("torch")  # never import torch just to ask
     if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return ""
-    return f", peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB"
+        return f", peak host memory {host:.2f} GiB"
+    return (f", peak host memory {host:.2f} GiB, peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB "
+            f"({torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved)")
 
 
 def set_threads(n: int) -> None:

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from tests.support import ROOT, snakemake, stub_hub_cache
+from tests.support import ROOT, snakemake, stub_hub_cache, write_config
 
 EXPERIMENTS = ROOT / "experiments"
 HUB_FIXTURES = ROOT / "tests" / "configs" / "hub_fixtures.yaml"
@@ -208,3 +208,29 @@ def test_hub_fixture_splits_materialize(tmp_path):
     assert set(own_pool["tier"]) == {"easy", "medium"} and own_pool["question"][1] == "Capital of France?"
     for ref in ("gsm8k/train", "bbh/pool", "aime/test", "math/test", "own/pool"):
         assert {"id", "question", "answer"} <= set(read(ref).columns)
+
+
+def test_a_plan_that_cannot_fit_its_gpu_is_refused_before_any_job_and_one_that_fits_is_printed(tmp_path):
+    # Qwen3-14B fully fine-tuned on an 80 GB card: bfloat16 weights, gradients and AdamW's states alone are
+    # about 110 GiB. The memory plan (hardex.memory_plan) refuses it while Snakemake plans, in one line.
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["models"] = {"qwen3-14b": {"path": "Qwen/Qwen3-14B", "chat": True, "dtype": "bfloat16", "size_b": 14.8}}
+    cfg["generation"] = {"token_budget": 65536}
+    cfg["grpo"].update(finetune="full", gradient_checkpointing=True, max_completion_length=250)
+    cfg["compute"] = {"gpu": 1, "gpu_memory_gb": 80}
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "-n")
+    assert res.returncode != 0
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if line.startswith("hardex: memory plan")]
+    assert len(lines) == 1, res.stderr[-3000:]
+    assert lines[0].startswith("hardex: memory plan: train job of model 'qwen3-14b': about ")
+    assert "compute.gpu_memory_gb 80" in lines[0] and "grpo.finetune: lora" in lines[0]
+    assert not (tmp_path / "results").exists() and "Job stats" not in res.stdout
+    # the change it advises fits, and the dry run prints every job's estimate for sizing a cluster request
+    cfg["grpo"]["finetune"] = "lora"
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "-n")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "hardex: memory plan (GiB per job at its peak, estimated):" in res.stderr
+    rows = [line.split() for line in res.stderr.splitlines() if line.startswith("qwen3-14b ")]
+    assert [r[1] for r in rows] == ["train", "probe", "evaluate"] and all(r[-1] == "yes" for r in rows)

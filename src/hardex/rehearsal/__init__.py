@@ -141,7 +141,7 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
     sel["allow_unlearnable"] = [*(sel.get("strategies") or []), *(f"{s}_online" for s in sel.get("online_strategies") or [])]
     compute = cfg.setdefault("compute", {})
     # on this CPU, sized as the stand-ins are (size_b still says what the real model is, for the report)
-    compute.update(gpu=0, mem_mb_per_b=0, runtime_min_per_b=0)
+    compute.update(gpu=0, gpu_memory_gb=None, mem_mb_per_b=0, runtime_min_per_b=0)
     report = cfg.get("report") or {}
     if report.get("reference"):
         report["reference"] = _absolute(report["reference"], base)

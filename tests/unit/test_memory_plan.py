@@ -1,0 +1,292 @@
+"""hardex.memory_plan: the planning-time GPU memory estimate of each job and the refusal of a plan that cannot fit.
+
+Configs are checked as the Snakefile checks them (hardex.config.check_config). Hub models are made plannable
+offline with a stub hub cache holding only their config.json (tests.support.stub_hub_cache) and
+HF_HUB_OFFLINE set: the config check then accepts them without the network, whatever the environment says.
+The sizes of the hub models come from hardex.architectures' kept config.json files; the estimate functions
+are also tested on architecture dicts written here.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+
+import pytest
+import yaml
+
+from hardex.config import check_config
+from hardex.memory_plan import (
+    GIB,
+    ROLLOUT_TOKEN_BUDGET,
+    PlanError,
+    check_plan,
+    count_parameters,
+    estimate_generation,
+    estimate_train,
+    format_plan,
+    plan,
+)
+from tests.support import ROOT, stub_hub_cache
+
+QWEN3_14B = {"model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 40,
+             "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+             "tie_word_embeddings": False, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+QWEN3_4B = {"model_type": "qwen3", "hidden_size": 2560, "intermediate_size": 9728, "num_hidden_layers": 36,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
+            "tie_word_embeddings": True, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+LORA = {"r": 32, "alpha": 32, "dropout": 0.0,
+        "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+
+
+def grpo(**changes) -> dict:
+    """The grpo settings estimate_train reads (hard_examples_paper.yaml's, LoRA)."""
+    g = {"finetune": "lora", "lora": LORA, "num_generations": 8, "prompts_per_step": 32,
+         "gradient_accumulation_steps": 8, "gradient_checkpointing": True, "beta": 0.1, "rollouts": "hardex",
+         "max_completion_length": 250, "top_p": 1.0}
+    return {**g, **changes}
+
+
+@pytest.fixture
+def checked(monkeypatch, tmp_path):
+    """check_config of a YAML file (or a dict), offline: every hub model of it gets a stub cache entry."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+
+    def check(source, **compute) -> dict:
+        cfg = copy.deepcopy(source) if isinstance(source, dict) else yaml.safe_load((ROOT / source).read_text())
+        cfg.setdefault("compute", {}).update(compute)
+        stub_hub_cache(tmp_path / "hub", [m["path"] for m in cfg["models"].values() if "/" in m["path"]])
+        return check_config(cfg)
+
+    return check
+
+
+def hub_model_config(model: dict, **grpo_settings) -> dict:
+    """config.yaml (the CPU default, synthetic tasks) with one hub model and the grpo settings given; a
+    generation batch of 65536 tokens (the default's 262144 would prefill ~450 short prompts at once: too much
+    beside a 14B model, see test_hard_examples_presets_fit_80gb)."""
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["models"] = {"qwen3-14b": model}
+    cfg["generation"] = {"token_budget": 65536}
+    cfg["grpo"].update({"prompts_per_step": 8, "num_generations": 8, "max_completion_length": 250, **grpo_settings})
+    return cfg
+
+
+QWEN3_14B_MODEL = {"path": "Qwen/Qwen3-14B", "chat": True, "dtype": "bfloat16", "size_b": 14.8}
+
+
+def test_a_14b_full_finetune_is_refused_on_80gb(checked):
+    cfg = checked(hub_model_config(QWEN3_14B_MODEL, finetune="full", gradient_checkpointing=True, beta=0.0),
+                  gpu=1, gpu_memory_gb=80)
+    with pytest.raises(PlanError) as err:
+        check_plan(cfg)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("train job of model 'qwen3-14b'")
+    assert float(re.search(r"about ([\d.]+) GiB", message).group(1)) > 80
+    assert "compute.gpu_memory_gb 80" in message
+    assert "grpo.finetune: lora" in message
+    # the parts that make it: bfloat16 weights, gradients and AdamW's two states in the parameters' dtype
+    e = estimate_train(QWEN3_14B, dtype="bfloat16", finetune="full", lora=LORA, grpo=grpo(finetune="full", beta=0.0),
+                       prompt_tokens=512, device_gb=80)
+    weights = 2 * count_parameters(QWEN3_14B) / GIB
+    assert e.parts["weights"] == pytest.approx(weights)
+    assert e.parts["gradients"] == pytest.approx(weights)
+    assert e.parts["optimizer (AdamW)"] == pytest.approx(2 * weights)
+    assert "reference model" not in e.parts  # beta 0: TRL makes no reference model
+    with_kl = estimate_train(QWEN3_14B, dtype="bfloat16", finetune="full", lora=LORA, grpo=grpo(finetune="full"),
+                             prompt_tokens=512, device_gb=80)
+    assert with_kl.parts["reference model"] == pytest.approx(weights)
+
+
+def test_the_same_model_with_lora_and_checkpointing_fits_80gb(checked):
+    cfg = checked(hub_model_config(QWEN3_14B_MODEL, finetune="lora", gradient_checkpointing=True, beta=0.1),
+                  gpu=1, gpu_memory_gb=80)
+    plans = check_plan(cfg)
+    train = next(p for p in plans if p.kind == "train")
+    assert train.fits is True and train.estimate.total < 80
+    assert "reference model" not in train.estimate.parts  # with LoRA the reference is the base, adapters off
+    e = estimate_train(QWEN3_14B, dtype="bfloat16", finetune="lora", lora=LORA, grpo=grpo(), prompt_tokens=512,
+                       device_gb=80)
+    assert e.total < 80
+    # adapters: r x (in + out) per targeted linear per layer, float32 weights, gradients and AdamW's two states
+    h, q, kv, i = 5120, 40 * 128, 8 * 128, 17408
+    per_layer = 32 * ((h + q) + 2 * (h + kv) + (q + h) + 2 * (h + i) + (i + h))
+    assert e.parts["adapters (fp32 + grads + AdamW)"] == pytest.approx(40 * per_layer * 16 / GIB)
+
+
+# the presets that run on GPUs declare the memory of the card their docs name (docs/gpu-runs.md)
+GPU_PRESETS = ["hard_examples_paper", "hard_examples_code", "difficulty_limits", "gpu_mini"]
+
+
+@pytest.mark.parametrize("preset", GPU_PRESETS)
+def test_presets_fit_the_gpu_they_declare(checked, preset):
+    assert "H100 80GB" in (ROOT / "docs" / "gpu-runs.md").read_text()
+    cfg = checked(f"experiments/{preset}.yaml")
+    assert cfg["compute"]["gpu"] >= 1 and cfg["compute"]["gpu_memory_gb"] <= 80
+    plans = check_plan(cfg)
+    assert {p.kind for p in plans} == {"train", "probe", "evaluate"}
+    assert all(p.fits for p in plans)
+
+
+def test_at_the_default_token_budget_evaluation_on_80gb_is_refused_with_the_budget_that_fits(checked):
+    # why hard_examples_*.yaml set generation.token_budget: a generation batch's prefill beside its KV cache
+    cfg = yaml.safe_load((ROOT / "experiments" / "hard_examples_paper.yaml").read_text())
+    del cfg["generation"]["token_budget"]
+    cfg = checked(cfg)
+    with pytest.raises(PlanError, match=r"^evaluate job of model .*lower generation\.token_budget to \d+"):
+        check_plan(cfg)
+    refused = [p for p in plan(cfg) if not p.fits]
+    assert {p.kind for p in refused} == {"evaluate"}
+    advised = min(int(re.search(r"generation\.token_budget to (\d+)", p.advice).group(1)) for p in refused)
+    shipped = yaml.safe_load((ROOT / "experiments" / "hard_examples_paper.yaml").read_text())
+    assert shipped["generation"]["token_budget"] <= advised
+
+
+def test_more_accumulation_lowers_the_train_estimate_and_the_advised_value_fits(checked):
+    totals = [estimate_train(QWEN3_4B, dtype="bfloat16", finetune="lora", lora=LORA,
+                             grpo=grpo(gradient_accumulation_steps=n, gradient_checkpointing=False),
+                             prompt_tokens=512, device_gb=80).total for n in (1, 2, 4, 8)]
+    assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
+    model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
+    cfg = hub_model_config(model, finetune="lora", gradient_checkpointing=False, prompts_per_step=32,
+                           gradient_accumulation_steps=1, repeat_small_subsets=True)
+    cfg = checked(cfg, gpu=1, gpu_memory_gb=80)
+    with pytest.raises(PlanError, match="grpo.gradient_accumulation_steps") as err:
+        check_plan(cfg)
+    advised = re.search(r"gradient_accumulation_steps to (\d+) \(micro-batch (\d+)\)", str(err.value))
+    n, micro = map(int, advised.groups())
+    assert n > 1 and micro == 32 * 8 // n
+    cfg["grpo"]["gradient_accumulation_steps"] = n
+    train = next(p for p in check_plan(cfg) if p.kind == "train")
+    assert train.fits and train.micro_batch == str(micro)
+
+
+def test_a_colocated_vllm_engine_taking_0_9_is_refused(checked):
+    e = estimate_train(QWEN3_4B, dtype="bfloat16", finetune="lora", lora=LORA,
+                       grpo=grpo(rollouts="vllm", vllm={"gpu_memory_utilization": 0.9}), prompt_tokens=512,
+                       device_gb=80)
+    assert e.parts["vLLM engine share"] == pytest.approx(72)
+    assert e.total > 80
+    model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
+    cfg = hub_model_config(model, finetune="lora", gradient_checkpointing=True, rollouts="vllm")
+    cfg["generation"]["vllm"] = {"gpu_memory_utilization": 0.9}
+    cfg = checked(cfg, gpu=1, gpu_memory_gb=80)
+    with pytest.raises(PlanError, match=r"generation\.vllm\.gpu_memory_utilization to ") as err:
+        check_plan(cfg)
+    assert str(err.value).startswith("train job of model 'qwen3-14b'")  # the config's name for the model
+    share = float(re.search(r"gpu_memory_utilization to ([\d.]+)", str(err.value)).group(1))
+    assert share < 0.9
+    cfg["generation"]["vllm"]["gpu_memory_utilization"] = share
+    train = next(p for p in check_plan(cfg) if p.kind == "train")
+    assert train.fits and train.estimate.parts["vLLM engine share"] == pytest.approx(share * 80)
+
+
+def test_a_vllm_share_too_small_for_the_engine_is_refused():
+    # TRL's colocated default, 0.3 of 80 GiB, cannot hold Qwen3-14B's 27.5 GiB of weights
+    e = estimate_train(QWEN3_14B, dtype="bfloat16", finetune="lora", lora=LORA, grpo=grpo(rollouts="vllm", vllm={}),
+                       prompt_tokens=512, device_gb=80)
+    assert e.parts["vLLM engine share"] == pytest.approx(24)
+    assert e.problems and "the vLLM engine needs" in e.problems[0]
+
+
+@pytest.mark.parametrize("arch", [QWEN3_4B, QWEN3_14B], ids=["qwen3-4b", "qwen3-14b"])
+def test_weights_are_two_bytes_per_parameter(arch):
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    with torch.device("meta"):  # the count transformers itself makes, without allocating the weights
+        model = Qwen3ForCausalLM(Qwen3Config(**{k: v for k, v in arch.items() if k != "model_type"}))
+    assert count_parameters(arch) == sum(p.numel() for p in model.parameters())
+    train = estimate_train(arch, dtype="bfloat16", finetune="lora", lora=LORA, grpo=grpo(), prompt_tokens=512)
+    probe = estimate_generation(arch, dtype="auto", batch_tokens=65536, backend="transformers", vllm_share=None)
+    fp32 = estimate_generation(arch, dtype="float32", batch_tokens=65536, backend="transformers", vllm_share=None)
+    assert train.parts["weights"] == probe.parts["weights"] == pytest.approx(2 * count_parameters(arch) / GIB)
+    assert fp32.parts["weights"] == pytest.approx(4 * count_parameters(arch) / GIB)
+
+
+def test_the_kept_architectures_are_the_ones_planned(checked):
+    from hardex import architectures
+
+    for hub_id, mine in (("Qwen/Qwen3-14B", QWEN3_14B), ("Qwen/Qwen3-4B", QWEN3_4B)):
+        kept = architectures.config_of(hub_id)
+        assert {k: kept.get(k) for k in mine} == mine
+        assert architectures.count_parameters(kept) == count_parameters(mine)
+    plans = plan(checked("experiments/hard_examples_paper.yaml", gpu_memory_gb=80))
+    assert all("kept config" in p.architecture for p in plans)
+
+
+def test_a_cpu_config_is_never_refused(checked):
+    plans = check_plan(checked("config.yaml"))
+    assert plans and all(p.fits is None and p.device_gb is None for p in plans)
+    # not even a 14B full fine-tune: a CPU run declares no GPU memory
+    big = checked(hub_model_config(QWEN3_14B_MODEL, finetune="full"))
+    plans = check_plan(big)
+    assert next(p for p in plans if p.kind == "train").estimate.total > 80
+    assert all(p.fits is None for p in plans)
+    assert "NO" not in format_plan(plans)
+
+
+def test_without_gpu_memory_declared_estimates_are_printed_not_checked(checked):
+    cfg = checked(hub_model_config(QWEN3_14B_MODEL, finetune="full"), gpu=1)
+    plans = check_plan(cfg)
+    assert all(p.fits is None for p in plans)
+
+
+def test_the_table_is_aligned_and_names_the_refusal(checked):
+    cfg = checked(hub_model_config(QWEN3_14B_MODEL, finetune="full"), gpu=1, gpu_memory_gb=80)
+    table = format_plan(plan(cfg))
+    lines = table.splitlines()
+    header, rows = lines[0], lines[1:4]
+    assert header.split() == ["model", "job", "batch", "GiB", "biggest", "parts", "device", "fits"]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    for row in rows:
+        assert row.startswith("qwen3-14b")
+        assert row[starts[-1]:].strip() in ("yes", "NO")  # the fits column lines up with its header
+    assert "train" in rows[0] and rows[0].rstrip().endswith("NO")
+    assert any("grpo.finetune: lora" in line for line in lines[4:])
+
+
+def test_an_unknown_architecture_falls_back_to_size_b(checked):
+    model = {"path": "someone/unknown-7b", "chat": True, "dtype": "bfloat16", "size_b": 7.0}
+    cfg = hub_model_config(model, finetune="lora")
+    cfg["models"] = {"unknown": model}
+    plans = plan(checked(cfg, gpu=1, gpu_memory_gb=80))
+    train = next(p for p in plans if p.kind == "train")
+    assert train.estimate.parts["weights"] == pytest.approx(7e9 * 2 / GIB)
+    assert "unknown" in train.architecture and any("not counted" in n for n in train.notes)
+
+
+def test_the_rollout_budget_is_the_trainers():
+    from hardex.training import hardex_rollouts
+
+    assert inspect.signature(hardex_rollouts).parameters["token_budget"].default == ROLLOUT_TOKEN_BUDGET
+
+
+def test_kv_cache_is_two_by_layers_by_kv_heads_by_head_dim_per_token():
+    e = estimate_generation(QWEN3_4B, dtype="bfloat16", batch_tokens=65536, backend="transformers", vllm_share=None,
+                            samples=8, prompt_tokens=512, max_new_tokens=250)
+    assert e.batch == "80x762"  # 10 prompts x 8 samples of 512 + 250 tokens fit 65536
+    kv = 80 * 762 * 2 * 36 * 8 * 128 * 2 / GIB
+    assert kv <= e.parts["KV cache"] <= kv * (1 + 2 / 36)  # + one layer rebuilt while finished rows leave
+    # on a GPU of known size the generator holds the KV cache to 70% of the free memory
+    capped = estimate_generation(QWEN3_14B, dtype="bfloat16", batch_tokens=262144, backend="transformers",
+                                 vllm_share=None, device_gb=40, samples=8, prompt_tokens=512, max_new_tokens=250)
+    free = 40 - capped.parts["weights"] - capped.parts["CUDA context"]
+    assert capped.parts["KV cache"] <= 0.7 * free * (1 + 2 / 40)
+    assert any("lowers its token budget" in n for n in capped.notes)
+
+
+def test_materialised_logits_cost_more_than_the_fused_head():
+    # 4 prompts x 8 completions in one micro-batch: the backward pass, not the rollouts, is the peak
+    args = dict(dtype="bfloat16", finetune="lora", lora=LORA, prompt_tokens=512, device_gb=80,
+                grpo=grpo(prompts_per_step=4, gradient_accumulation_steps=1))
+    fused = estimate_train(QWEN3_4B, logprobs="fused", **args)
+    full = estimate_train(QWEN3_4B, logprobs="full", **args)
+    # older TRL: logits, their temperature-scaled copy, the saved log-softmax and the gradient, in bfloat16
+    assert full.parts["logits"] == pytest.approx(4 * 32 * 250 * 151936 * 2 / GIB)
+    assert fused.parts["log-prob head (fused)"] < full.parts["logits"] / 10
