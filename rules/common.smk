@@ -120,7 +120,11 @@ def model_params(wildcards):
 
 def architecture_input(wildcards):
     """The kept config.json a stand-in is built from: an edited one builds it again."""
-    return str(ARCHITECTURES / config["models"][wildcards.model]["architecture"] / "config.json")
+    return str(
+        ARCHITECTURES
+        / config["models"][wildcards.model]["architecture"]
+        / "config.json"
+    )
 
 
 def gguf_input(wildcards):

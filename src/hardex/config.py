@@ -152,10 +152,14 @@ def _cross_checks(cfg: dict) -> None:
     _check_strict_scoring(cfg)
     for b in cfg["evaluation"]["overrides"]:
         split_exists(b, f"evaluation.overrides.{b}")
+    from hardex.architectures import known
     from hardex.model_sources import check_model_source
     from hardex.models import ModelError
 
     for name, m in cfg["models"].items():
+        if (m.get("architecture") or m["path"] == "standin") and m.get("architecture") not in known():
+            raise ConfigError(f"models.{name}.architecture: {m.get('architecture')!r} is not a kept architecture "
+                              f"(src/hardex/architectures); kept: {', '.join(known())}")
         try:
             check_model_source(f"models.{name}", m)
         except ModelError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -25,8 +26,10 @@ PRESETS = sorted((ROOT / "experiments").glob("*.yaml"))
 def test_the_preset_rehearses_to_its_report(preset, tmp_path):
     work = tmp_path / preset.stem
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "hardex.rehearsal.cli", "--quick", str(preset), "--dir", str(work),
-                           "--cores", "1"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    # the console script pip installed beside this Python (pyproject's [project.scripts])
+    command = str(Path(sys.executable).parent / "hardex-rehearse")
+    done = subprocess.run([command, "--quick", str(preset), "--dir", str(work), "--cores", "1"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     cfg = yaml.safe_load((work / "config.yaml").read_text())
     results = work / "results"

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from hardex.config import check_config, grpo_settings
+from hardex.config import ConfigError, check_config, grpo_settings
 from hardex.rehearsal import POOL_ROWS, RehearsalError, rehearsal_config
 from hardex.rehearsal.scoring import seeded_pass_rate
 from hardex.tasks import get_task
@@ -17,8 +17,7 @@ PRESETS = sorted((ROOT / "experiments").glob("*.yaml"))
 
 
 def rehearsal_of(preset, tmp_path, **kw) -> dict:
-    return rehearsal_config(yaml.safe_load(preset.read_text()), str(preset), samples=tmp_path / "samples",
-                            base=ROOT, **kw)
+    return rehearsal_config(yaml.safe_load(preset.read_text()), str(preset), tmp_path / "samples", base=ROOT, **kw)
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=lambda p: p.stem)
@@ -66,7 +65,7 @@ def test_a_quick_rehearsal_trains_one_strategy(tmp_path):
 def test_a_model_without_a_kept_architecture_is_refused_by_key(tmp_path):
     source = {"models": {"mine": {"path": "someone/unknown-7b"}}, "datasets": {}, "tasks": {}}
     with pytest.raises(RehearsalError, match=r"models\.mine: no kept architecture for 'someone/unknown-7b'"):
-        rehearsal_config(source, "x.yaml", samples=tmp_path)
+        rehearsal_config(source, "x.yaml", tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +151,10 @@ def test_a_rehearsals_tables_and_figures_say_they_are_not_results(tmp_path):
     fig, _ = plt.subplots()
     save_figure(fig, [tmp_path / "f.svg"], _style({"banner": banner}))
     assert banner in (tmp_path / "f.svg").read_text()
+
+
+def test_an_architecture_that_is_not_kept_is_a_config_error():
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["models"]["tiny"] = {"path": "standin", "architecture": "someone/unknown-7b"}
+    with pytest.raises(ConfigError, match=r"^models\.tiny\.architecture: 'someone/unknown-7b' is not a kept"):
+        check_config(cfg)

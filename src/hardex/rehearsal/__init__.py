@@ -5,16 +5,29 @@ architecture, hardex.rehearsal.standin), tasks, strategies, scoring, tiers, epoc
 report, with each hub dataset replaced by a few generated rows in its own format
 (hardex.rehearsal.samples), runs cut to a few short steps, one seed, and the task's scorer wrapped by
 a seeded one (hardex.rehearsal.scoring) so that everything that depends on rewards runs too. The
-`hardex-rehearse` command (hardex.rehearsal.cli) writes it and runs the workflow on it.
+`hardex-rehearse` command (`main`) writes it and runs the workflow on it:
+
+    hardex-rehearse experiments/hard_examples_paper.yaml            # writes and runs rehearsals/hard_examples_paper/
+    hardex-rehearse experiments/difficulty_limits.yaml -n           # any further arguments go to snakemake
+    hardex-rehearse --quick experiments/hard_examples_paper.yaml    # one strategy trained, not all (what CI runs)
+
+The rehearsal's config is written to <dir>/config.yaml and runs there (snakemake --directory <dir>), so
+its results never mix with a real run's; running the command again resumes it as Snakemake does.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import math
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from hardex.rehearsal.samples import sample_split
 from hardex.rehearsal.scoring import PREFIX as SCORING_PREFIX
 
 #: rows per split in a rehearsal: a pool large enough that a 10 % budget selects a step's prompts
@@ -53,7 +66,6 @@ def _absolute(value: Any, base: Path) -> Any:
 def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
     """Every dataset split cut to a few rows: hub splits as generated rows of their format, others limited."""
     from hardex.config import SYNTHETIC_FAMILIES
-    from hardex.rehearsal.samples import SampleError, sample_split
 
     pools = {t["pool"] for t in cfg["tasks"].values()}
     sft = {r for m in cfg["models"].values() for r in (m.get("build") or {}).get("sft_from", [])}
@@ -72,7 +84,7 @@ def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
             elif spec.get("hub"):
                 try:
                     dcfg["splits"][split] = sample_split(family, spec, samples, n)
-                except SampleError as e:
+                except ValueError as e:
                     raise RehearsalError(f"datasets.{ds}.splits.{split}: {e}") from None
             else:
                 spec["file"] = _absolute(spec.get("file"), base)
@@ -114,7 +126,8 @@ def _one_strategy(sel: dict[str, Any]) -> None:
 def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path = Path.cwd(),
                      quick: bool = False) -> dict[str, Any]:
     """The rehearsal of config `source` (as read from its YAML file `of`; relative paths from `base`).
-    Sample rows are written under `samples`. `quick`: one strategy trained instead of every one."""
+    Hub splits become a few rows of their format written under `samples`. `quick`: one strategy trained
+    instead of every one."""
     cfg = copy.deepcopy(source)
     if quick:
         _one_strategy(cfg.setdefault("selection", {}))
@@ -146,3 +159,43 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
     if report.get("reference"):
         report["reference"] = _absolute(report["reference"], base)
     return cfg
+
+
+# ---- hardex-rehearse ----------------------------------------------------------------------------
+
+SNAKEFILE = Path(__file__).resolve().parents[3] / "Snakefile"
+
+
+def write_rehearsal(config: Path, directory: Path, quick: bool = False) -> Path:
+    """Write the rehearsal of `config` (its config.yaml and sample rows) under `directory`; its config path."""
+    source = yaml.safe_load(config.read_text())
+    cfg = rehearsal_config(source, str(config), (directory / "samples").resolve(), quick=quick)
+    out = directory / "config.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    header = (f"# The rehearsal of {config} (written by hardex-rehearse; edit that config, not this file):\n"
+              f"# stand-in models, a few rows per dataset, short runs, seeded rewards. Its numbers are not results.\n")
+    out.write_text(header + yaml.safe_dump(cfg, sort_keys=False, width=120))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hardex-rehearse", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("config", type=Path, help="the config to rehearse, e.g. experiments/hard_examples_paper.yaml")
+    parser.add_argument("--dir", type=Path, help="where the rehearsal runs (default rehearsals/<config name>)")
+    parser.add_argument("--quick", action="store_true",
+                        help="train only the first strategy (every model, task and setting still runs)")
+    args, snakemake_args = parser.parse_known_args(argv)
+    directory = args.dir or Path("rehearsals") / args.config.stem
+    try:
+        written = write_rehearsal(args.config, directory, args.quick)
+    except (RehearsalError, OSError, yaml.YAMLError) as e:
+        print(f"hardex-rehearse: {e}", file=sys.stderr)
+        return 2
+    print(f"hardex-rehearse: the rehearsal of {args.config} is {written}; running it in {directory}/", file=sys.stderr)
+    cores = [] if any(a in ("-c", "-j", "--cores", "--jobs") or a.startswith(("--cores=", "--jobs=")) for a in
+                      snakemake_args) else ["--cores", "all"]
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(directory),
+           "--configfile", str(written.resolve()), *cores, *snakemake_args]
+    return subprocess.call(cmd)
+

@@ -21,8 +21,7 @@ import random
 from pathlib import Path
 from typing import Callable
 
-from hardex.tasks.bbh import LETTERS, OBJECT_WORDS, _objects, render_bbh
-from hardex.tasks.math import SUBJECTS, subject_key
+from hardex.tasks.hub_formats import LETTERS, OBJECT_WORDS, SUBJECTS, object_counts, render_bbh, subject_key
 from hardex.tasks.rows import listed, read_local
 
 SUPPORTED_HUBS: tuple[str, ...] = (
@@ -70,7 +69,10 @@ def sample_split(family: str, spec: dict, out_dir: Path, n_rows: int) -> dict:
 def _configs(hub: str, spec: dict) -> tuple[list[str], bool]:
     """The hub configs the loader reads for `spec`, and whether it reads them through a ``{config}`` file."""
     if hub == "lukaemon/bbh":
-        return [f"tracking_shuffled_objects_{OBJECT_WORDS[n]}_objects" for n in _objects(spec)], True
+        try:
+            return [f"tracking_shuffled_objects_{OBJECT_WORDS[n]}_objects" for n in object_counts(spec)], True
+        except ValueError as e:
+            raise SampleError(str(e)) from None
     if hub == "opencompass/AIME2025":
         parts = spec.get("parts") or ([spec["config"].rsplit("-", 1)[-1]] if spec.get("config") else ["I"])
         return [f"AIME2025-{p}" for p in parts], True

@@ -16,26 +16,9 @@ from typing import Any
 import polars as pl
 
 from hardex.tasks.base import DataError, Task, last_boxed
+from hardex.tasks.hub_formats import PER_SUBJECT_HUBS, SUBJECTS, subject_key
 from hardex.tasks.numbers import is_plain_number, parse_number, same_number
 from hardex.tasks.rows import config_specs, field, finish, read_rows
-
-#: subject (the `type` field) -> config name on hubs that split MATH by subject
-SUBJECTS = {
-    "Algebra": "algebra",
-    "Counting & Probability": "counting_and_probability",
-    "Geometry": "geometry",
-    "Intermediate Algebra": "intermediate_algebra",
-    "Number Theory": "number_theory",
-    "Prealgebra": "prealgebra",
-    "Precalculus": "precalculus",
-}
-PER_SUBJECT_HUBS = {"EleutherAI/hendrycks_math"}
-
-
-def subject_key(subject: str) -> str:
-    """``"Counting & Probability"`` and ``"counting_and_probability"`` name the same subject."""
-    return re.sub(r"[^a-z0-9]+", "_", subject.lower().replace("&", "and")).strip("_")
-
 
 def parse_level(level: Any, where: str) -> int | None:
     """Tier from ``"Level 3"`` or ``3``. A handful of MATH train problems say ``"Level ?"``: their tier
