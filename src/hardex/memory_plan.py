@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hardex.architectures import config_of, count_parameters
+from hardex.generation.sampling import Sampling
 
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -630,11 +631,11 @@ def plan(cfg: dict) -> list[JobPlan]:
             adaptive = p.get("adaptive") or {}
             # adaptive probing asks for few samples per call: more prompts share a batch, a larger prefill
             samples = min(adaptive["min_samples"], adaptive["round_size"]) if adaptive.get("enabled") else p["k"]
-            probes.append((task, dict(common, samples=samples, max_new_tokens=p["max_new_tokens"], top_p=p["top_p"],
+            probes.append((task, dict(common, samples=samples, max_new_tokens=p["max_new_tokens"], top_p=Sampling.from_config(p).top_p,
                                       prompts=known_split_size(cfg, cfg["tasks"][task]["pool"]))))
         jobs.append(_worst("probe", arch, probes))
         full = g["finetune"] == "full"
-        evals = [(ref, dict(common, samples=dec["n_samples"], max_new_tokens=dec["max_new_tokens"], top_p=dec["top_p"],
+        evals = [(ref, dict(common, samples=dec["n_samples"], max_new_tokens=dec["max_new_tokens"], top_p=Sampling.from_config(dec).top_p,
                             weight_copies=3 if full else 1, lora=None if full else g["lora"],
                             prompts=known_split_size(cfg, ref)))
                  for ref, dec in decodings(cfg).items()]

@@ -290,3 +290,10 @@ def test_materialised_logits_cost_more_than_the_fused_head():
     # older TRL: logits, their temperature-scaled copy, the saved log-softmax and the gradient, in bfloat16
     assert full.parts["logits"] == pytest.approx(4 * 32 * 250 * 151936 * 2 / GIB)
     assert fused.parts["log-prob head (fused)"] < full.parts["logits"] / 10
+
+
+@pytest.mark.parametrize("config", ["config.yaml", "tests/configs/smoke.yaml", "tests/configs/hub_fixtures.yaml"])
+def test_every_shipped_config_can_be_planned_on_a_gpu(checked, config):
+    # decodings that leave top_p out (the smoke config's) are planned at its default, as the generator reads them
+    plans = check_plan(checked(config, gpu=1, gpu_memory_gb=80))
+    assert plans and all(p.fits for p in plans)
