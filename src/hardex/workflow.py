@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from hardex.devices import claim_gpus
+
 
 @contextlib.contextmanager
 def job_log(snakemake):
@@ -21,12 +23,15 @@ def job_log(snakemake):
         yield print
         return
     path.parent.mkdir(parents=True, exist_ok=True)
+    gpus = int(getattr(snakemake.resources, "gpu", 0) or 0)
     with open(path, "w", buffering=1) as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
         logging.basicConfig(stream=fh, level=logging.INFO, force=True)
         t0 = time.time()
         print(f"[hardex] rule {snakemake.rule} wildcards {dict(snakemake.wildcards)}", flush=True)
         try:
-            yield lambda *a: print(*a, flush=True)
+            # the job's own GPUs, before anything starts CUDA (hardex.devices)
+            with claim_gpus(gpus, log=lambda line: print(line, flush=True)):
+                yield lambda *a: print(*a, flush=True)
         except BaseException:
             import traceback
 
