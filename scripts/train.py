@@ -32,4 +32,5 @@ with job_log(snakemake) as log:
         Path(snakemake.output.steps),
         identity=work_identity(p, task),
         log=log,
+        run_name="{model}/{task}/{strategy}/seed{seed}".format(**dict(snakemake.wildcards)),
     )

@@ -29,6 +29,7 @@ import polars as pl
 
 from hardex.io import checkpoint_steps, settings_hash, write_json_atomic, write_parquet_atomic
 from hardex.metrics import learnable_pct
+from hardex.tracking import tracker_args
 
 STEP_COLUMNS = {
     "step": pl.Int64,
@@ -332,8 +333,9 @@ SAME_NAME_IN_TRL = ("gradient_accumulation_steps", "num_generations", "learning_
                     "scale_rewards", "epsilon", "gradient_checkpointing", "save_steps")
 
 
-def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int):
-    """The GRPOConfig for the config's grpo settings and a run of `steps` steps: every field explicit."""
+def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, tracking: dict | None = None):
+    """The GRPOConfig for the config's grpo settings and a run of `steps` steps: every field explicit.
+    `tracking`: the tracker's arguments (hardex.tracking.tracker_args), none by default."""
     from trl import GRPOConfig
 
     precision = g["precision"]
@@ -351,7 +353,7 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
         save_strategy="steps",
         save_total_limit=None,  # every checkpoint is evaluated for the training curves
         logging_steps=1,
-        report_to=[],
+        **(tracking or {"report_to": []}),
         seed=seed,
         data_seed=seed,
         bf16=precision == "bf16",
@@ -360,6 +362,10 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
         disable_tqdm=False,
         dataloader_num_workers=0,
     )
+
+
+#: grpo settings that change nothing a run computes: a resumed run keeps its checkpoints when they change
+NOT_COMPUTED = ("report_to",)
 
 
 def train_grpo(
@@ -373,13 +379,15 @@ def train_grpo(
     steps_file: Path,
     identity: dict[str, Any] | None = None,
     log=print,
+    run_name: str | None = None,
 ) -> dict[str, Any]:
     """Train, resuming from the newest matching checkpoint; write the final weights and steps.
 
     `rows` have `prompt` (the rendered model input) and `answer`; `reward_fn(completion, answer,
     prompt)` is the task's binary correctness times the reward scale. `identity` says what else
     decides the run's content (the model's fingerprint, the scorer): checkpoints are resumed only
-    when it, the settings, the seed and the data are all the same.
+    when it, the settings, the seed and the data are all the same. `run_name` names the run in the
+    tracker `g["report_to"]` asks for (hardex.tracking).
     """
     import torch
     from datasets import Dataset
@@ -389,7 +397,8 @@ def train_grpo(
     epoch_rows = rows_per_epoch(rows, g)
     ckpt_dir = run_dir / "checkpoints"
     record = ckpt_dir / "steps.jsonl"
-    tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": g, "seed": seed,
+    computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED}
+    tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": computed, "seed": seed,
                          "data": [(r["prompt"], r["answer"]) for r in rows]})
     marker = ckpt_dir / "settings.json"
     if ckpt_dir.exists() and (not marker.exists() or json.loads(marker.read_text()).get("hash") != tag):
@@ -457,7 +466,8 @@ def train_grpo(
     trainer = _trainer_class()(
         model=model,
         reward_funcs=reward,
-        args=grpo_args(g, seed, ckpt_dir, use_cpu, steps_total),
+        args=grpo_args(g, seed, ckpt_dir, use_cpu, steps_total,
+                       tracker_args(g["report_to"], run_name or run_dir.name, run_dir)),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,

@@ -311,3 +311,40 @@ def test_rerunning_a_finished_run_trains_no_step_past_its_end(tmp_path, tiny_mod
     final, last = (load_file(run_dir / p / "model.safetensors") for p in ("final", "checkpoints/checkpoint-4"))
     assert final.keys() == last.keys() and all((final[k] == last[k]).all() for k in final)
     assert not any((run_dir / "final" / f).exists() for f in ("optimizer.pt", "scheduler.pt", "trainer_state.json"))
+
+
+def test_a_tensorboard_run_writes_its_steps_as_events_under_the_run(tmp_path, tiny_model, grpo, monkeypatch):
+    pytest.importorskip("tensorboard", reason="the test extra installs tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
+    g = {**grpo, "max_steps": 2, "report_to": "tensorboard"}
+    run_dir = tmp_path / "run"
+    train_grpo(str(tiny_model), rows(), lambda c, a, p: float(len(c) % 2 == 0), g, 0, run_dir, run_dir / "final",
+               run_dir / "steps.parquet", run_name="tiny/swaps/hard/seed0")
+    events = list((run_dir / "tracking" / "tensorboard").glob("events.out.tfevents.*"))
+    assert events
+    acc = EventAccumulator(str(events[0].parent))
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("train/loss")] == [1, 2]
+
+
+def test_the_tracker_is_not_part_of_what_a_run_resumes_from(tmp_path, tiny_model, grpo):
+    pytest.importorskip("tensorboard", reason="the test extra installs tensorboard")
+    lines = []
+    _, _, run_dir = run(tmp_path, tiny_model, {**grpo, "max_steps": 2, "save_steps": 1}, lambda c, a, p: 1.0)
+    (run_dir / "steps.parquet").unlink()
+    run(tmp_path, tiny_model, {**grpo, "max_steps": 2, "save_steps": 1, "report_to": "tensorboard"},
+        lambda c, a, p: 1.0, log=lines.append)
+    assert any("is the run's last step: publishing it" in str(line) for line in lines)
+
+
+def test_a_tracker_that_is_not_installed_is_named_with_its_install(tmp_path, monkeypatch):
+    import importlib.util
+
+    from hardex.tracking import TrackerError, tracker_args
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(TrackerError, match=r"needs the wandb package \(pip install wandb\)"):
+        tracker_args("wandb", "m/t/s/seed0", tmp_path)
