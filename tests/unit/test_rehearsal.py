@@ -120,8 +120,8 @@ def test_the_rehearsal_scorer_runs_the_real_scorer_and_spreads_pass_rates():
     assert task.scoring == "rehearsal+strict" and task.task.scoring == "strict"
     prompts = [f"question {i}" for i in range(60)]
     rates = [sum(task.is_correct(f"completion {j}", "4", p) for j in range(40)) / 40 for p in prompts]
-    assert min(rates) < 0.25 and max(rates) > 0.75  # spread across examples
-    assert sum(0 < r < 1 for r in rates) >= 55  # groups mix
+    assert min(rates) < 0.3 and max(rates) > 0.7  # spread across examples
+    assert all(0 < r < 1 for r in rates)  # groups mix
     # the rate follows the example's seeded pass rate, and a verdict is fixed by the texts
     close = [abs(r - seeded_pass_rate(p)) < 0.25 for r, p in zip(rates, prompts)]
     assert sum(close) >= 55

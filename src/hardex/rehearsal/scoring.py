@@ -2,7 +2,7 @@
 a seeded draw gives the verdict, so a rehearsal with random stand-in models exercises what depends on
 rewards (pass rates that spread, every strategy selecting, groups with mixed rewards, nonzero gradients).
 
-Each example gets a pass rate spread over [0, 1] from a hash of its prompt; each completion is marked
+Each example gets a pass rate spread over [0.2, 0.8] from a hash of its prompt; each completion is marked
 correct when a hash of (prompt, completion) falls below it. Both are fixed by the text alone: the same
 completion always gets the same verdict, in any job and on any backend.
 """
@@ -22,7 +22,8 @@ def _unit(*parts: str) -> float:
 
 def seeded_pass_rate(prompt: str) -> float:
     """The share of an example's completions the rehearsal marks correct."""
-    return 0.05 + 0.9 * _unit("rehearsal pass rate", prompt)  # never 0 or 1: its training groups can mix
+    # never near 0 or 1: even the hardest subset's groups of 8 all agree in at most 0.8**8 = 17 % of steps
+    return 0.2 + 0.6 * _unit("rehearsal pass rate", prompt)
 
 
 class RehearsalScoring:
