@@ -14,6 +14,8 @@
 # Environment:
 #   HARDEX_SLURM_DIR   state dir (config, pids, spool, logs)       [/tmp/hardex-slurm]
 #   HARDEX_SLURM_PORT  slurmctld port; slurmd uses the next one    [6817]
+#   HARDEX_SLURM_GPUS  GPUs the node declares (gres gpu, a count with no devices behind it: for
+#                      checking what GPU jobs ask for and get)         [0]
 #
 # Exit codes: 0 ok; 1 failure (see the message); 3 cannot run here (not root, or the packages
 # cannot be installed) -- callers such as tests/workflow/test_slurm.py skip on 3.
@@ -21,7 +23,9 @@ set -euo pipefail
 
 STATE=${HARDEX_SLURM_DIR:-/tmp/hardex-slurm}
 PORT=${HARDEX_SLURM_PORT:-6817}
+GPUS=${HARDEX_SLURM_GPUS:-0}
 CONF=/etc/slurm/slurm.conf
+GRES_CONF=/etc/slurm/gres.conf
 MARKER="# Written by tools/slurm-cluster.sh"
 PIDS=$STATE/pids
 PARTITION=debug
@@ -145,9 +149,19 @@ SlurmctldLogFile=$STATE/log/slurmctld.log
 SlurmdLogFile=$STATE/log/slurmd.log
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+$( [ "$GPUS" -gt 0 ] && echo "GresTypes=gpu" || true )
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem $( [ "$GPUS" -gt 0 ] && echo "Gres=gpu:$GPUS" || true ) State=UNKNOWN
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
+    rm -f "$GRES_CONF"
+    if [ "$GPUS" -gt 0 ]; then
+        # slurmd counts a node's GPUs by their device files: plain files stand in for them here
+        mkdir -p "$STATE/gpus"
+        local i
+        for i in $(seq 0 $((GPUS - 1))); do : >"$STATE/gpus/gpu$i"; done
+        printf '%s\nAutoDetect=off\nNodeName=%s Name=gpu File=%s/gpus/gpu[0-%s]\n' \
+            "$MARKER (state: $STATE)" "$NODE" "$STATE" "$((GPUS - 1))" >"$GRES_CONF"
+    fi
 }
 
 # ---- munge ----------------------------------------------------------------------------------
@@ -241,7 +255,7 @@ cmd_stop() {
     stop_recorded slurmctld
     stop_recorded munged
     rm -rf "$STATE/ctld" "$STATE/spool" "$STATE/run" "$PIDS"
-    if conf_is_mine; then rm -f "$CONF"; fi
+    if conf_is_mine; then rm -f "$CONF" "$GRES_CONF"; fi
     say "stopped (logs kept in $STATE/log)"
 }
 

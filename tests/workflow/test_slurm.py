@@ -27,8 +27,12 @@ RUN_TIMEOUT = int(os.environ.get("HARDEX_SLURM_TEST_TIMEOUT", "900"))
 pytestmark = pytest.mark.slow
 
 
+# GPUs the test node declares (a count, no devices): what GPU jobs ask Slurm for is checked on it
+NODE_GPUS = 4
+
+
 def _cluster(command: str, state: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HARDEX_SLURM_DIR": str(state)}
+    env = {**os.environ, "HARDEX_SLURM_DIR": str(state), "HARDEX_SLURM_GPUS": str(NODE_GPUS)}
     return subprocess.run(
         ["bash", str(SCRIPT), command], env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -178,3 +182,44 @@ def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
+
+
+def test_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_process(slurm_cluster, tmp_path):
+    """grpo.processes 2 with compute.gpu 1: the train job asks Slurm for 2 GPUs and 2 x run_threads CPUs,
+    as one task (accelerate starts the processes inside it); probe and build ask for one GPU."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    cfg = yaml.safe_load(SMOKE.read_text())
+    cfg["selection"]["strategies"] = ["hard"]
+    cfg["selection"]["online_strategies"] = []
+    cfg["compute"] = {"gpu": 1, "run_threads": 1, "threads": 1}
+    cfg["grpo"]["processes"] = 2
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
+    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    cmd = [
+        "timeout", "--kill-after=20", str(RUN_TIMEOUT),
+        sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+        "--configfile", str(workdir / "config.yaml"), "--profile", str(PROFILE),
+        "--seconds-between-status-checks", "1", "results/train/tiny/swaps/hard/seed0/steps.parquet",
+    ]  # fmt: skip
+    log_path = tmp_path / "snakemake.log"
+    with log_path.open("w") as out:
+        res = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+    log = log_path.read_text()
+    assert res.returncode == 0, f"rc {res.returncode}:\n{log[-8000:]}"
+    slurm_jobs, _ = _submissions(log)
+    asked = {}
+    for job in slurm_jobs:
+        spec = subprocess.run(["scontrol", "show", "job", job["slurm_id"]], capture_output=True, text=True,
+                              timeout=60).stdout
+        asked[job["rule"]] = {
+            "gpus": int((re.search(r"gres[:/]gpu[:=](\d+)", spec) or [None, 0])[1]),  # TresPerJob=gres:gpu:2
+            "cpus": int(re.search(r"NumCPUs=(\d+)", spec).group(1)),
+            "tasks": int(re.search(r"NumTasks=(\d+)", spec).group(1)),
+        }
+    print("what each rule asked Slurm for:", asked)
+    assert asked["train"] == {"gpus": 2, "cpus": 2, "tasks": 1}, asked["train"]
+    assert asked["probe"]["gpus"] == 1 and asked["build_model"]["gpus"] == 1
+    train_log = (workdir / "logs/train/tiny/swaps/hard/seed0.log").read_text()
+    assert "as Slurm gave them" in train_log and "training in 2 processes (multi_gpu)" in train_log
