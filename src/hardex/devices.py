@@ -8,14 +8,17 @@ in a node-local folder: the kernel drops it when the process ends, however it en
 never keeps a GPU, and jobs of two workflows on one node do not collide either.
 
 The node's GPUs: `HARDEX_GPUS` (a comma list of ids, e.g. to leave some out; the tests' fake node),
-else `CUDA_VISIBLE_DEVICES` when set, else the GPUs `nvidia-smi -L` lists. Under Slurm (SLURM_JOB_ID
-set) the allocation's GPUs are the job's as Slurm gives them: nothing is claimed.
+else `CUDA_VISIBLE_DEVICES` when set, else the GPUs `nvidia-smi -L` lists. `HARDEX_JOBS_PER_GPU` = k
+lets k jobs share each GPU (small models, whose steps are bound by Python rather than the GPU:
+experiments/gpu_mini.yaml); a job of several GPUs never takes two shares of one. Under Slurm
+(SLURM_JOB_ID set) the allocation's GPUs are the job's as Slurm gives them: nothing is claimed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import shutil
 import subprocess
@@ -72,14 +75,15 @@ def claim_gpus(n: int, log: Callable[[str], None] = print) -> Iterator[list[str]
         raise RuntimeError(f"this job asks for {n} GPU(s) (compute.gpu) but this node has {len(gpus)} "
                            f"({', '.join(gpus) or 'none'}; HARDEX_GPUS or CUDA_VISIBLE_DEVICES name them)")
     folder = lock_folder()
+    shares = max(1, int(os.environ.get("HARDEX_JOBS_PER_GPU") or 1))
     held: dict[str, int] = {}
     waited = False
     try:
         while len(held) < n:
-            for gpu in gpus:
+            for share, gpu in itertools.product(range(shares), gpus):
                 if gpu in held or len(held) == n:
                     continue
-                fd = os.open(folder / f"gpu{gpu}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(folder / f"gpu{gpu}.{share}.lock", os.O_RDWR | os.O_CREAT, 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:

@@ -85,3 +85,19 @@ def test_under_slurm_the_allocation_is_used_as_given(node, monkeypatch):
     with claim_gpus(1, log=lambda _: None) as gpus:
         assert gpus == ["3"] and os.environ["CUDA_VISIBLE_DEVICES"] == "3"
     assert not (node / "locks").exists()  # nothing claimed
+
+
+def test_jobs_share_a_gpu_when_the_node_says_so(node, monkeypatch):
+    monkeypatch.setenv("HARDEX_GPUS", "0")
+    monkeypatch.setenv("HARDEX_JOBS_PER_GPU", "3")
+    with claim_gpus(1, log=lambda _: None) as a, claim_gpus(1, log=lambda _: None) as b, \
+            claim_gpus(1, log=lambda _: None) as c:
+        assert a == b == c == ["0"]
+        lines = []
+        got = []
+        waiter = threading.Thread(target=lambda: got.append(_claim_one(lines)))
+        waiter.start()
+        time.sleep(1.0)
+        assert not got  # a fourth job waits for one of the three shares
+    waiter.join(timeout=10)
+    assert got == ["0"]

@@ -30,14 +30,14 @@ def held_intervals(logs) -> list[tuple[str, datetime, datetime, set[str]]]:
 def test_concurrent_gpu_jobs_never_share_a_gpu_and_every_gpu_is_used(tmp_path, monkeypatch):
     cfg = yaml.safe_load(SMOKE.read_text())
     cfg["compute"] = {"gpu": 1, "threads": 1, "run_threads": 1}
-    cfg["seeds"] = [0, 1]  # 4 strategies x 2 seeds: 8 train and 8 evaluate_run jobs, besides build and probe
+    # 4 runs (hard, easy, random, hard_online): 4 train and 4 evaluate_run jobs besides build and probe
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("HARDEX_GPUS", "0,1,2,3")
     monkeypatch.setenv("HARDEX_GPU_LOCKS", str(tmp_path / "locks"))
     res = snakemake(tmp_path, "--cores", "4", "--resources", "gpu=4", "--until", "evaluate_run")
     assert res.returncode == 0, res.stderr[-4000:]
     jobs = held_intervals((tmp_path / "logs").rglob("*.log"))
-    assert len(jobs) == 18  # build, probe, 8 train and 8 evaluate_run jobs
+    assert len(jobs) == 10  # build, probe, 4 train and 4 evaluate_run jobs
     assert all(len(gpus) == 1 for *_, gpus in jobs)
     overlapping = [(a, b) for a, b in itertools.combinations(jobs, 2) if a[1] < b[2] and b[1] < a[2]]
     assert overlapping, "no two GPU jobs ran at once: the test would show nothing"
