@@ -162,6 +162,28 @@ RUN_JOB_THREADS = config["compute"]["run_threads"]
 MODEL_JOB_GPU = config["compute"]["gpu"]
 
 
+# probe and evaluate: a vLLM engine split over tensor_parallel_size GPUs takes compute.gpu GPUs for each
+GENERATION_JOB_GPU = MODEL_JOB_GPU * (
+    config["generation"]["vllm"]["tensor_parallel_size"]
+    if config["generation"]["backend"] == "vllm"
+    else 1
+)
+
+
+def train_processes(wildcards):
+    """Processes a GRPO run trains in (grpo.processes, hardex.launch)."""
+    return grpo_settings(config, wildcards.model)["processes"]
+
+
+def train_gpus(wildcards):
+    """A run trained in several processes takes compute.gpu GPUs for each."""
+    return MODEL_JOB_GPU * train_processes(wildcards)
+
+
+def train_threads(wildcards):
+    return RUN_JOB_THREADS * train_processes(wildcards)
+
+
 def every(template, **fields):
     """The template filled with every model, task, run strategy and seed it names (`fields` narrows them)."""
     values = (

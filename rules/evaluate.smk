@@ -14,7 +14,7 @@ rule evaluate_base:
         GENERATION_ENV
     threads: RUN_JOB_THREADS
     resources:
-        gpu=MODEL_JOB_GPU,
+        gpu=GENERATION_JOB_GPU,
         mem_mb=model_mem_mb,
         runtime=model_runtime,
     params:
@@ -45,7 +45,7 @@ rule evaluate_run:
         GENERATION_ENV
     threads: RUN_JOB_THREADS
     resources:
-        gpu=MODEL_JOB_GPU,
+        gpu=GENERATION_JOB_GPU,
         mem_mb=model_mem_mb,
         runtime=model_runtime,
     params:

@@ -15,7 +15,7 @@ rule probe:
         GENERATION_ENV
     threads: MODEL_JOB_THREADS
     resources:
-        gpu=MODEL_JOB_GPU,
+        gpu=GENERATION_JOB_GPU,
         mem_mb=model_mem_mb,
         runtime=model_runtime,
     params:

@@ -17,9 +17,9 @@ rule train:
         layout.TIMINGS["train"]
     conda:
         training_env
-    threads: RUN_JOB_THREADS
+    threads: train_threads
     resources:
-        gpu=MODEL_JOB_GPU,
+        gpu=train_gpus,
         mem_mb=model_mem_mb,
         runtime=model_runtime,
     params:

@@ -33,4 +33,6 @@ with job_log(snakemake) as log:
         identity=work_identity(p, task),
         log=log,
         run_name="{model}/{task}/{strategy}/seed{seed}".format(**dict(snakemake.wildcards)),
+        # what the processes of a run trained in several (grpo.processes) rebuild the reward from
+        reward={"family": snakemake.params.family, "scoring": snakemake.params.scoring, "scale": g["reward_scale"]},
     )

@@ -171,11 +171,23 @@ def _cross_checks(cfg: dict) -> None:
                 split_exists(ref, f"models.{name}.build.sft_from[{i}]")
         g = grpo_settings(cfg, name)
         completions = g["num_generations"] * g["prompts_per_step"]
+        where = f"models.{name}.grpo" if m.get("grpo") else "grpo"
         if completions % g["gradient_accumulation_steps"]:
-            where = f"models.{name}.grpo" if m.get("grpo") else "grpo"
             raise ConfigError(
                 f"{where}.gradient_accumulation_steps: {g['gradient_accumulation_steps']} does not divide "
                 f"the {completions} completions of a step (prompts_per_step x num_generations)"
+            )
+        if g["rollouts"] == "vllm" and g["vllm"].get("tensor_parallel_size", 1) > 1:
+            raise ConfigError(f"{where}.rollouts: vllm runs one engine in each training process, on its GPU; "
+                              f"generation.vllm.tensor_parallel_size {g['vllm']['tensor_parallel_size']} is for "
+                              f"probing and evaluation: set it to 1 or train with grpo.processes instead")
+        if g["quantization"] != "none" and g["finetune"] != "lora":
+            raise ConfigError(f"{where}.quantization: {g['quantization']} base weights train only LoRA adapters; "
+                              f"set {where}.finetune: lora, or quantization: none")
+        if completions % (g["gradient_accumulation_steps"] * g["processes"]):
+            raise ConfigError(
+                f"{where}.processes: {g['processes']} processes x {g['gradient_accumulation_steps']} micro-batches "
+                f"(gradient_accumulation_steps) do not divide the {completions} completions of a step"
             )
     from hardex.selection import SelectionError, tier_values
 

@@ -46,6 +46,9 @@ ROLLOUT_MAX_BATCH_PROMPTS = 256
 HF_KV_SHARE = 0.7
 #: TRL's fused log-prob head (trl.kernels.chunked_logprob): tokens x vocabulary entries per projection tile
 FUSED_TILE = (4096, 32768)
+#: grpo.distributed by how much of the training state each process keeps: from data parallel (all of it), to
+#: ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
+STRATEGIES_SHARDING = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
 #: float32 tiles the fused head's torch fallback (devices without Triton: a CPU) holds at its backward's peak:
 #: z, log p, p, the gradient and two temporaries of its expression, besides the projection tile (read in
 #: trl.kernels.chunked_logprob._backward_tile)
@@ -390,7 +393,13 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     gpu = device == "cuda"
     nbytes = DTYPE_BYTES[resolve_dtype(dtype, arch)]
     completions = grpo["prompts_per_step"] * grpo["num_generations"]
-    micro = completions // grpo["gradient_accumulation_steps"]
+    processes, strategy = grpo.get("processes", 1), grpo.get("distributed", "multi_gpu")
+    micro = completions // (grpo["gradient_accumulation_steps"] * processes)  # per process (hardex.launch)
+    # what each of several processes keeps of the full-fine-tuning state: ZeRO 1 shards the optimizer's
+    # states, ZeRO 2 also the gradients, ZeRO 3 and FSDP also the weights; data parallel keeps it all
+    shard = {k: (processes if strategy in sharded else 1) for k, sharded in
+             (("optimizer", STRATEGIES_SHARDING[1:]), ("gradients", STRATEGIES_SHARDING[2:]),
+              ("weights", STRATEGIES_SHARDING[3:]))}
     completion = grpo["max_completion_length"]
     seq = prompt_tokens + completion
     notes = [f"micro-batch {micro} sequences of {seq} tokens ({prompt_tokens} prompt + {completion} completion)"]
@@ -398,10 +407,16 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     n_params = count_parameters(arch) if arch is not None else int(parameters or 0)
     full = finetune == "full"
 
-    held = {"weights": n_params * nbytes}
+    held = {"weights": n_params * nbytes / (shard["weights"] if full else 1)}
+    if grpo.get("quantization", "none") == "4bit" and s is not None:
+        # NF4 (hardex.quantization): the linear layers at half a byte per weight (+ a little for the double-
+        # quantized scales); the embeddings and the output head stay in the compute dtype
+        embeddings = s.vocab * s.hidden * (1 if s.tied else 2)
+        held["weights"] = (n_params - embeddings) * 0.53 + embeddings * nbytes
+        notes.append("4-bit base weights (NF4) under the adapters")
     if full:
         # torch's AdamW keeps exp_avg and exp_avg_sq in each parameter's dtype; gradients are in that dtype too
-        held["optimizer (AdamW)"] = 2 * n_params * nbytes
+        held["optimizer (AdamW)"] = 2 * n_params * nbytes / shard["optimizer"]
         if grpo["beta"] > 0:  # the KL term's frozen reference, a second copy (with LoRA: the base, adapters off)
             held["reference model"] = n_params * nbytes
     elif s is not None:
@@ -432,7 +447,7 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
             notes.append(f"the vLLM engine takes {share:g} of the device, whose size is not declared")
     if s is None:
         if full:
-            held["gradients"] = n_params * nbytes
+            held["gradients"] = n_params * nbytes / shard["gradients"]
         notes.append("architecture unknown: activations, logits, KV cache and adapters not counted (a lower bound)")
         return Estimate(_gib(held), notes, problems, batch=str(micro))
 
@@ -471,7 +486,7 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
         head_name = "logits"
     backward = {"activations": activations, head_name: head}
     if full:
-        backward["gradients"] = n_params * nbytes
+        backward["gradients"] = n_params * nbytes / shard["gradients"]
 
     # -- phase 2: the rollouts of a step, all completions of it
     free = None

@@ -29,6 +29,7 @@ import polars as pl
 
 from hardex.io import checkpoint_steps, settings_hash, write_json_atomic, write_parquet_atomic
 from hardex.metrics import learnable_pct
+from hardex.quantization import quantization_config
 from hardex.tracking import tracker_args
 
 STEP_COLUMNS = {
@@ -94,14 +95,32 @@ def _step_recorder(path: Path, counts: Callable[[], dict[str, Any]]):
                 if not math.isfinite(logs.get(key) or 0.0):
                     raise FloatingPointError(f"{key.replace('_', ' ')} is {logs[key]} at step {state.global_step}; lower "
                                              f"the learning rate or check the rewards (last good checkpoint kept)")
-            row = {col: logs.get(key) for key, col in TRL_KEYS.items()}
+            row = {col: logs.get(key) for key, col in TRL_KEYS.items()}  # TRL gathers these across processes
             row["step"] = state.global_step
             row["step_time"] = time.time() - self.t0
-            row.update(counts())
-            with open(path, "a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            row.update(summed_over_processes(counts()))
+            if state.is_world_process_zero:
+                with open(path, "a") as fh:
+                    fh.write(json.dumps(row) + "\n")
 
     return StepRecorder()
+
+
+def summed_over_processes(counts: dict[str, Any]) -> dict[str, Any]:
+    """A step's rollout counts of every process (each generates its own share of the step's groups): summed,
+    and capped if any process's online filtering was. Every process must call it (a collective)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return counts
+    numbers = [k for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)]
+    totals = torch.tensor([counts[k] for k in numbers] + [int(bool(counts.get("filter_capped")))], dtype=torch.int64)
+    dist.all_reduce(totals)
+    out = {**counts, **dict(zip(numbers, totals.tolist()))}
+    if counts.get("filter_capped") is not None:
+        out["filter_capped"] = bool(totals[-1])
+    return out
 
 
 class TrainingError(RuntimeError):
@@ -288,8 +307,10 @@ def hardex_rollouts(g: dict[str, Any], seed: int, rows: list[dict[str, Any]] | N
         step_seed = int(settings_hash({"seed": seed, "step": step}), 16) % 2**31
         tokenizer = trainer.processing_class
 
+        first = trainer.accelerator.process_index * len(groups)  # this process's place in the step's groups
+
         def sample(distinct: list[str], round_: int) -> list[list[list[int]]]:
-            keys = [str(j) if round_ == 0 else f"r{round_}-{j}" for j in range(len(distinct))]
+            keys = [str(first + j) if round_ == 0 else f"r{round_}-{first + j}" for j in range(len(distinct))]
             return state["generator"].generate_ids(distinct, n, sampling, seed=step_seed, desc="rollouts", keys=keys)
 
         distinct = [group[0] for group in groups]
@@ -346,7 +367,9 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
         max_steps=steps,
         # one optimizer step = prompts_per_step x num_generations completions, generated together
         # (TRL's steps_per_generation defaults to the accumulation) and back-propagated in micro-batches
-        per_device_train_batch_size=g["prompts_per_step"] * g["num_generations"] // g["gradient_accumulation_steps"],
+        # in several processes (grpo.processes) each takes its share: the same global batch, the same steps
+        per_device_train_batch_size=(g["prompts_per_step"] * g["num_generations"]
+                                     // (g["gradient_accumulation_steps"] * g["processes"])),
         **{key: g[key] for key in SAME_NAME_IN_TRL},
         lr_scheduler_type=g["lr_scheduler"],
         warmup_steps=math.ceil(g["warmup_ratio"] * steps),
@@ -380,6 +403,7 @@ def train_grpo(
     identity: dict[str, Any] | None = None,
     log=print,
     run_name: str | None = None,
+    reward: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train, resuming from the newest matching checkpoint; write the final weights and steps.
 
@@ -387,14 +411,12 @@ def train_grpo(
     prompt)` is the task's binary correctness times the reward scale. `identity` says what else
     decides the run's content (the model's fingerprint, the scorer): checkpoints are resumed only
     when it, the settings, the seed and the data are all the same. `run_name` names the run in the
-    tracker `g["report_to"]` asks for (hardex.tracking).
+    tracker `g["report_to"]` asks for (hardex.tracking). With `g["processes"]` > 1 the trainer runs in
+    that many processes through accelerate (hardex.launch), which rebuild the reward from `reward`
+    (family, scoring, reward_scale: hardex.train_worker).
     """
-    import torch
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     steps_total = run_steps(g, len(rows))
-    epoch_rows = rows_per_epoch(rows, g)
+    rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written
     ckpt_dir = run_dir / "checkpoints"
     record = ckpt_dir / "steps.jsonl"
     computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED}
@@ -426,13 +448,40 @@ def train_grpo(
         return _publish(Path(resume), final_dir, record, steps_file, t0, log)
     log(f"resuming from {resume} ({len(kept)} steps recorded)" if resume else "training from the base model")
 
+    tracking = tracker_args(g["report_to"], run_name or run_dir.name, run_dir)
+    if g["processes"] > 1:
+        from hardex.launch import launch_training
+
+        if reward is None:
+            raise ValueError("training in several processes rebuilds the reward from `reward` (family, scoring)")
+        spec = {"model_path": model_path, "rows": rows, "reward": reward, "g": g, "seed": seed,
+                "ckpt_dir": str(ckpt_dir), "resume": resume, "steps_total": steps_total, "tracking": tracking}
+        launch_training(spec, ckpt_dir / "launch.json", g["processes"], g["distributed"], log)
+    else:
+        fit(model_path, rows, reward_fn, g, seed, ckpt_dir, resume, steps_total, tracking)
+    last = checkpoint_steps(ckpt_dir)
+    if not last or last[-1] < steps_total:  # a run that stopped early must not pass for a finished one
+        raise TrainingError(f"training stopped at step {last[-1] if last else 0} of {steps_total}")
+    return _publish(ckpt_dir / f"checkpoint-{last[-1]}", final_dir, record, steps_file, t0, log)
+
+
+def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, str, str], float], g: dict[str, Any],
+        seed: int, ckpt_dir: Path, resume: str | None, steps_total: int, tracking: dict) -> None:
+    """TRL's GRPOTrainer from `resume` (or the base model) to step `steps_total`, its last step a checkpoint:
+    in this process, or in each of the processes accelerate started (hardex.train_worker). Only the main
+    process writes the step record."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     use_cpu = not torch.cuda.is_available()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.float32 if use_cpu else torch.bfloat16
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+    quantized = quantization_config(g["quantization"], use_cpu)  # refused here on a CPU, before the model loads
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, quantization_config=quantized)
     peft_config = None
     if g["finetune"] == "lora":
         from peft import LoraConfig
@@ -447,7 +496,7 @@ def train_grpo(
         return [reward_fn(c, a, p) for p, c, a in zip(prompts, completions, answer)]
 
     reward.__name__ = "correct"
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in epoch_rows])
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows_per_epoch(rows, g)])
     rollouts = None
     if g.get("online_filtering") and g["rollouts"] == "trl":
         raise TrainingError("online filtering refills steps in hardex's rollout function; set grpo.rollouts to "
@@ -466,12 +515,11 @@ def train_grpo(
     trainer = _trainer_class()(
         model=model,
         reward_funcs=reward,
-        args=grpo_args(g, seed, ckpt_dir, use_cpu, steps_total,
-                       tracker_args(g["report_to"], run_name or run_dir.name, run_dir)),
+        args=grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, tracking),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_step_recorder(record, counts)],
+        callbacks=[_step_recorder(ckpt_dir / "steps.jsonl", counts)],
         rollout_func=rollouts,
     )
     try:
@@ -484,11 +532,8 @@ def train_grpo(
     finally:
         if rollouts is not None:
             rollouts.close()
-    if trainer.state.global_step < steps_total:  # a run that stopped early must not pass for a finished one
-        raise TrainingError(f"training stopped at step {trainer.state.global_step} of {steps_total}")
-    if trainer.state.global_step not in checkpoint_steps(ckpt_dir):
-        trainer._save_checkpoint(trainer.model, trial=None)  # the final step is a checkpoint too
-    return _publish(ckpt_dir / f"checkpoint-{trainer.state.global_step}", final_dir, record, steps_file, t0, log)
+    if trainer.state.global_step == steps_total and steps_total not in checkpoint_steps(ckpt_dir):
+        trainer._save_checkpoint(trainer.model, trial=None)  # the final step is a checkpoint too (every process)
 
 
 # what a checkpoint holds to resume training (and rng_state*.pth), beside the weights, tokenizer and

@@ -18,7 +18,16 @@ import yaml
 
 from tests.support import ROOT
 
-PRESETS = sorted((ROOT / "experiments").glob("*.yaml"))
+
+
+def _jobs(preset) -> int:
+    """A rough cost of a preset's quick rehearsal: its model x task cells (each a probe, a run, evaluations)."""
+    cfg = yaml.safe_load(preset.read_text())
+    return len(cfg["models"]) * len(cfg["tasks"])
+
+
+# the costliest first, so that the lane's two workers (.ci/run: --dist worksteal) share them out evenly
+PRESETS = sorted((ROOT / "experiments").glob("*.yaml"), key=lambda p: (-_jobs(p), p.name))
 
 
 @pytest.mark.slow

@@ -73,6 +73,10 @@ CASES = [
     ("evaluation.decoding", {"n_samples": 1, "temperature": 1.0, "max_new_tokens": 40, "pass_k": [2]},
      "evaluation.decoding.pass_k: [2] needs n_samples >= 2 for benchmark swaps/test; evaluation.decoding.n_samples is 1"),
     ("tasks.swaps.allow_overlap", -1, "tasks.swaps.allow_overlap: -1 is out of range; must be >= 0"),
+    # the smoke config fully fine-tunes its built model
+    ("grpo.quantization", "4bit", "grpo.quantization: 4bit base weights train only LoRA adapters; set grpo.finetune: lora"),
+    ("grpo.processes", 3, "grpo.processes: 3 processes x 1 micro-batches (gradient_accumulation_steps) do not divide the 8"),
+    ("grpo.distributed", "deepspeed", "grpo.distributed: 'deepspeed' is not allowed; allowed: multi_gpu, zero1"),
 ]
 
 

@@ -297,3 +297,24 @@ def test_every_shipped_config_can_be_planned_on_a_gpu(checked, config):
     # decodings that leave top_p out (the smoke config's) are planned at its default, as the generator reads them
     plans = check_plan(checked(config, gpu=1, gpu_memory_gb=80))
     assert plans and all(p.fits for p in plans)
+
+
+def test_several_processes_split_the_micro_batch_and_zero3_shards_the_full_fine_tune():
+    # 14B fully fine-tuned: one process cannot hold it on 80 GB; ZeRO 3 over 8 processes shards weights,
+    # gradients and AdamW's states (each process a GPU), data parallel keeps all of it in each
+    args = dict(dtype="bfloat16", finetune="full", lora=LORA, prompt_tokens=512, device_gb=80)
+    one = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0), **args)
+    ddp = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, processes=8, distributed="multi_gpu"), **args)
+    zero3 = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, processes=8, distributed="zero3"), **args)
+    assert one.batch == "32" and ddp.batch == zero3.batch == "4"  # 32 prompts x 8 / 8 micro-batches / 8 processes
+    assert ddp.parts["weights"] == one.parts["weights"] and ddp.total > 80
+    for part in ("weights", "optimizer (AdamW)"):
+        assert zero3.parts[part] == pytest.approx(one.parts[part] / 8)
+    assert zero3.total < 80
+
+
+def test_4bit_base_weights_take_about_a_quarter_of_bfloat16():
+    args = dict(dtype="bfloat16", finetune="lora", lora=LORA, prompt_tokens=512, device_gb=80)
+    bf16 = estimate_train(QWEN3_14B, grpo=grpo(), **args)
+    nf4 = estimate_train(QWEN3_14B, grpo=grpo(quantization="4bit"), **args)
+    assert 0.25 < nf4.parts["weights"] / bf16.parts["weights"] < 0.35  # embeddings and head stay in bfloat16

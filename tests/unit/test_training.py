@@ -114,7 +114,7 @@ def test_a_nan_loss_is_refused_by_the_step_recorder(tmp_path):
     from hardex.training import _step_recorder
 
     recorder = _step_recorder(tmp_path / "steps.jsonl", dict)
-    state = SimpleNamespace(global_step=7)
+    state = SimpleNamespace(global_step=7, is_world_process_zero=True)
     recorder.on_log(None, state, None, logs={"reward": 0.5, "loss": 0.1})
     with pytest.raises(FloatingPointError, match="loss is nan at step 7"):
         recorder.on_log(None, state, None, logs={"reward": 0.5, "loss": float("nan")})
@@ -348,3 +348,26 @@ def test_a_tracker_that_is_not_installed_is_named_with_its_install(tmp_path, mon
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
     with pytest.raises(TrackerError, match=r"needs the wandb package \(pip install wandb\)"):
         tracker_args("wandb", "m/t/s/seed0", tmp_path)
+
+
+def test_4bit_base_weights_are_refused_on_a_cpu_before_the_model_loads(tmp_path, tiny_model, grpo):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU 4-bit weights load: tests/unit/test_training.py::test_4bit_base_weights_train_lora_on_a_gpu")
+    from hardex.quantization import QuantizationError
+
+    with pytest.raises(QuantizationError, match=r"grpo.quantization: 4bit needs a CUDA GPU"):
+        run(tmp_path, tiny_model, {**grpo, "finetune": "lora", "quantization": "4bit"}, lambda c, a, p: 1.0)
+
+
+def test_4bit_base_weights_train_lora_on_a_gpu(tmp_path, tiny_model, grpo):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU and bitsandbytes (no GPU here; the device tool runs it where one is lent)")
+    pytest.importorskip("bitsandbytes")
+    lora = {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}
+    g = {**grpo, "finetune": "lora", "lora": lora, "quantization": "4bit", "max_steps": 2, "save_steps": 1}
+    summary, steps, run_dir = run(tmp_path, tiny_model, g, lambda c, a, p: float(len(c) % 2 == 0))
+    assert summary["steps"] == 2 and (run_dir / "final" / "adapter_model.safetensors").exists()

@@ -149,7 +149,7 @@ def test_config_defaults_reach_the_engine(smoke_config):
     cfg = check_config(smoke_config)
     v = cfg["generation"]["vllm"]
     assert v == {"gpu_memory_utilization": None, "max_model_len": None, "max_lora_rank": None,
-                 "enable_chunked_prefill": None}
+                 "enable_chunked_prefill": None, "tensor_parallel_size": 1}
     options = {k: v[k] for k in ("gpu_memory_utilization", "max_model_len", "enable_chunked_prefill")}
     kw = engine_kwargs("m", "auto", 0, **options)
     assert kw["gpu_memory_utilization"] == 0.9 and "max_model_len" not in kw and "enable_chunked_prefill" not in kw
@@ -327,3 +327,8 @@ def test_requests_carry_the_rendered_tokens(stub_vllm, bos_chat_model):
     gen.generate([text], 2, Sampling(1.0, 1.0, 4), seed=0)
     sent = [[ord(ch) for ch in p] for p in stub_vllm["generate"][0]["prompts"]]
     assert sent == [encode_prompt(tok, text)] * 2 and sent[0][:2] == [tok.bos_token_id, sent[0][1]] != [0, 0]
+
+
+def test_tensor_parallel_size_reaches_the_engine_only_above_one():
+    assert "tensor_parallel_size" not in engine_kwargs("m", device="cuda")
+    assert engine_kwargs("m", device="cuda", tensor_parallel_size=4)["tensor_parallel_size"] == 4

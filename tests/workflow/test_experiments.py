@@ -234,3 +234,21 @@ def test_a_plan_that_cannot_fit_its_gpu_is_refused_before_any_job_and_one_that_f
     assert "hardex: memory plan (GiB per job at its peak, estimated):" in res.stderr
     rows = [line.split() for line in res.stderr.splitlines() if line.startswith("qwen3-14b ")]
     assert [r[1] for r in rows] == ["train", "probe", "evaluate"] and all(r[-1] == "yes" for r in rows)
+
+
+def test_jobs_ask_for_a_gpu_per_training_process_and_per_tensor_parallel_rank(tmp_path):
+    # grpo.processes 2 and tensor_parallel_size 4 with compute.gpu 1: train jobs ask for 2 GPUs (and 2 x
+    # run_threads threads), probe and evaluate jobs for 4
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["compute"] = {"gpu": 1, "run_threads": 3}
+    cfg["grpo"]["processes"] = 2
+    cfg["generation"] = {"backend": "vllm", "vllm": {"tensor_parallel_size": 4}}
+    write_config(tmp_path, cfg)
+    # (Snakemake caps a job at the totals it is given: small --cores or --resources would hide the requests)
+    res = snakemake(tmp_path, "-n", "--cores", "16", "--resources", "gpu=8")
+    assert res.returncode == 0, res.stderr[-3000:]
+    jobs = re.findall(r"rule (\w+):\n(?:    .*\n)*?    resources: ([^\n]*)", res.stdout)
+    gpus = {rule: re.search(r"gpu=(\d+)", r).group(1) for rule, r in jobs if "gpu=" in r}
+    assert gpus["train"] == "2" and gpus["probe"] == "4" and gpus["evaluate_run"] == "4"
+    threads = re.findall(r"rule train:\n(?:    .*\n)*?    threads: (\d+)", res.stdout)
+    assert threads and set(threads) == {"6"}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -65,6 +67,37 @@ def test_killed_training_resumes_from_last_checkpoint(smoke_copy, smoke_config):
     assert steps["step"].to_list() == list(range(1, 13))  # same steps as an uninterrupted run, none twice
     kept = sorted(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
     assert kept == [2, 4, 6, 8, 10, 12]  # no checkpoint lost
+
+
+def test_a_run_in_two_processes_keeps_the_global_batch_and_steps_and_resumes_after_a_kill(smoke_copy, smoke_config):
+    """grpo.processes: 2 on this CPU: accelerate starts two gloo processes (hardex.launch); each takes half of
+    a step's completions, so the global batch and the steps are the one-process run's. Killed mid-run (the
+    job and both processes), the rerun resumes from the last checkpoint with the same two processes."""
+    tmp_path = smoke_copy
+    smoke_config["grpo"]["processes"] = 2
+    run_dir = one_long_run(tmp_path, smoke_config)
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", "--rerun-incomplete",
+           str(run_dir.relative_to(tmp_path) / "steps.parquet")]
+    ckpt4 = run_dir / "checkpoints/checkpoint-4/trainer_state.json"
+    # the job's script, accelerate's launcher and both processes (not Snakemake, whose command names the target)
+    env = start_then_kill_job(cmd, tmp_path, r"train\.py|accelerate\.commands\.launch|hardex\.train_worker", ckpt4.exists,
+                              "checkpoint-4")
+    killed_at = max(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
+    assert killed_at < 12
+
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = (tmp_path / "logs/train/tiny/swaps/hard/seed0.log").read_text()
+    assert re.search(r"resuming from \S+/checkpoints/checkpoint-\d+ \(\d+ steps recorded\)", log)
+    assert "training in 2 processes (multi_gpu)" in log
+    assert log.count("Loading weights") >= 2  # both processes loaded the model
+    steps = pl.read_parquet(run_dir / "steps.parquet")
+    assert steps["step"].to_list() == list(range(1, 13))  # the one-process run's steps, none twice
+    per_step = smoke_config["grpo"]["prompts_per_step"] * smoke_config["grpo"]["num_generations"]
+    assert (steps["rollouts_generated"] == per_step).all()  # the global batch: both processes' rollouts
+    state = json.loads((run_dir / "checkpoints/checkpoint-12/trainer_state.json").read_text())
+    assert state["train_batch_size"] == per_step // 2  # each process a half
 
 
 def test_killed_probing_resumes_without_redoing_finished_chunks(tmp_path, smoke_config):

@@ -154,6 +154,7 @@ def engine_kwargs(
     enable_chunked_prefill: bool | None = None,
     device: str = "cuda",
     colocated: bool = False,
+    tensor_parallel_size: int = 1,
 ) -> dict[str, Any]:
     """`vllm.LLM` keyword arguments from the model and `generation.vllm` config, with safe defaults for
     the device ("cuda" or "cpu") where the config leaves a setting null; `colocated`: the engine shares
@@ -178,6 +179,8 @@ def engine_kwargs(
     }
     if enable_chunked_prefill is not None:
         kwargs["enable_chunked_prefill"] = bool(enable_chunked_prefill)
+    if tensor_parallel_size > 1:  # the model split over that many GPUs of the job (its rule asks for them)
+        kwargs["tensor_parallel_size"] = int(tensor_parallel_size)
     if max_model_len is not None:
         kwargs["max_model_len"] = int(max_model_len)
     if enable_lora:
@@ -203,6 +206,7 @@ class VLLMGenerator:
         max_lora_rank: int | None = None,
         enable_lora: bool | None = None,
         enable_chunked_prefill: bool | None = None,
+        tensor_parallel_size: int = 1,
         tokenizer=None,
         in_process: bool = False,
     ):
@@ -212,7 +216,8 @@ class VLLMGenerator:
         self.progress = progress
         # what the engine is started with besides the model and LoRA (engine_kwargs)
         self.engine_options = {"dtype": dtype, "seed": seed, "gpu_memory_utilization": gpu_memory_utilization,
-                               "max_model_len": max_model_len, "enable_chunked_prefill": enable_chunked_prefill}
+                               "max_model_len": max_model_len, "enable_chunked_prefill": enable_chunked_prefill,
+                               "tensor_parallel_size": tensor_parallel_size}
         self.max_lora_rank = max_lora_rank
         self.enable_lora = enable_lora  # None: decided by the first use_checkpoint
         if tokenizer is None:

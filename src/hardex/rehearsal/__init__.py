@@ -92,7 +92,11 @@ def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
 
 
 def _grpo(g: dict[str, Any], whole: bool) -> None:
-    """A few short steps. `whole`: the top-level section (every key); else a model's override (its own keys)."""
+    """A few short steps, in one process, without 4-bit weights (both need GPUs). `whole`: the top-level
+    section (every key); else a model's override (its own keys)."""
+    for key, on_cpu in (("quantization", "none"), ("processes", 1), ("distributed", "multi_gpu")):
+        if key in g:
+            g[key] = on_cpu
     short = {"max_steps": MAX_STEPS, "save_steps": 1, "max_completion_length": NEW_TOKENS}
     for key, value in short.items():
         if whole or key in g:

@@ -1,0 +1,71 @@
+"""Training in several processes: `accelerate launch` with TRL's own accelerate configs, as TRL users run it.
+
+`grpo.processes` processes (one per GPU on a GPU node; gloo processes on a CPU) run hardex.train_worker
+with the strategy `grpo.distributed` names, one of the configs TRL ships in `trl/accelerate_configs/`:
+multi_gpu (data parallel), zero1, zero2, zero3 (DeepSpeed ZeRO) or fsdp1, fsdp2. The global batch and the
+number of optimizer steps are the one-process run's: each process takes prompts_per_step x num_generations
+/ (gradient_accumulation_steps x processes) completions per micro-batch (hardex.training.grpo_args).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+#: grpo.distributed: the accelerate config of TRL's that each names
+STRATEGIES = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
+
+
+class LaunchError(RuntimeError):
+    """The processes of a run failed; str() says where their output is."""
+
+
+def accelerate_config(strategy: str) -> Path:
+    """TRL's accelerate config for a strategy (trl/accelerate_configs/<strategy>.yaml)."""
+    import trl
+
+    if strategy not in STRATEGIES:
+        raise ValueError(f"grpo.distributed {strategy!r}: expected one of {', '.join(STRATEGIES)}")
+    path = Path(trl.__file__).parent / "accelerate_configs" / f"{strategy}.yaml"
+    if not path.is_file():
+        raise LaunchError(f"{path}: TRL ships no accelerate config {strategy!r} in this version")
+    return path
+
+
+def free_port() -> int:
+    """A port for the processes' rendezvous that nothing on this machine listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_command(spec_file: Path, processes: int, strategy: str, use_cpu: bool) -> list[str]:
+    """accelerate launch of hardex.train_worker in `processes` processes; on a CPU they train in float32 and
+    meet over gloo (accelerate picks it when the Trainer asks for the CPU)."""
+    if strategy.startswith(("zero", "fsdp")) and use_cpu:
+        raise LaunchError(f"grpo.distributed: {strategy} needs GPUs; on a CPU use multi_gpu (gloo processes)")
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config(strategy)),
+            "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", str(free_port()),
+            "--mixed_precision", "no" if use_cpu else "bf16", "-m", "hardex.train_worker", str(spec_file)]
+
+
+def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, log=print) -> None:
+    """Write what the workers train (hardex.train_worker reads it) and run them to their end; their output
+    goes where this process's does (the job's log)."""
+    import torch
+
+    spec_file.write_text(json.dumps(spec))
+    cmd = launch_command(spec_file, processes, strategy, use_cpu=not torch.cuda.is_available())
+    log(f"training in {processes} processes ({strategy}): {' '.join(cmd)}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    threads = max(1, torch.get_num_threads() // processes)  # the job's threads (hardex.workflow.set_threads), shared
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                         os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    done = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr, env=env)
+    if done.returncode != 0:
+        raise LaunchError(f"the {processes} training processes failed (exit {done.returncode}); their output is above")

@@ -1,0 +1,25 @@
+"""One of the processes of a run trained in several (hardex.launch): rebuilds the run's reward and fits.
+
+    python -m hardex.train_worker SPEC.json      (started by accelerate launch, never by hand)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from hardex.tasks import get_task
+from hardex.training import fit, task_reward
+
+
+def main(spec_file: str) -> None:
+    spec = json.loads(Path(spec_file).read_text())
+    reward = spec["reward"]
+    reward_fn = task_reward(get_task(reward["family"], reward["scoring"]), reward["scale"])
+    fit(spec["model_path"], spec["rows"], reward_fn, spec["g"], spec["seed"], Path(spec["ckpt_dir"]),
+        spec["resume"], spec["steps_total"], spec["tracking"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
