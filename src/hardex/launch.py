@@ -43,6 +43,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def die_with_parent() -> None:
+    """On Linux, have the kernel kill this process when its parent dies. torch's launcher starts each
+    training process in a session of its own, out of reach of a kill of the job's process group: without
+    this, a killed job would leave its processes training on, on GPUs it no longer claims."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the parent died before the line above
+        os._exit(1)
+
+
 def launch_command(spec_file: Path, processes: int, strategy: str, use_cpu: bool) -> list[str]:
     """accelerate launch of hardex.train_worker in `processes` processes; on a CPU they train in float32 and
     meet over gloo (accelerate picks it when the Trainer asks for the CPU)."""
@@ -66,6 +80,7 @@ def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, 
     threads = max(1, torch.get_num_threads() // processes)  # the job's threads (hardex.workflow.set_threads), shared
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
                                                          os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    done = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr, env=env)
+    # the launcher dies with the job, and each training process with the launcher (train_worker)
+    done = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr, env=env, preexec_fn=die_with_parent)
     if done.returncode != 0:
         raise LaunchError(f"the {processes} training processes failed (exit {done.returncode}); their output is above")

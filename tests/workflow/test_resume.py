@@ -80,9 +80,13 @@ def test_a_run_in_two_processes_keeps_the_global_batch_and_steps_and_resumes_aft
            "--configfile", str(tmp_path / "config.yaml"), "--cores", "2", "--rerun-incomplete",
            str(run_dir.relative_to(tmp_path) / "steps.parquet")]
     ckpt4 = run_dir / "checkpoints/checkpoint-4/trainer_state.json"
-    # the job's script, accelerate's launcher and both processes (not Snakemake, whose command names the target)
-    env = start_then_kill_job(cmd, tmp_path, r"train\.py|accelerate\.commands\.launch|hardex\.train_worker", ckpt4.exists,
-                              "checkpoint-4")
+    # only the job's own process, as the OOM killer would: its launcher and both training processes (which
+    # torch starts in sessions of their own) must go with it, not train on
+    env = start_then_kill_job(cmd, tmp_path, r"train\.py", ckpt4.exists, "checkpoint-4")
+    time.sleep(2)
+    left = subprocess.run(["pgrep", "-f", f"hardex.train_worker {run_dir.relative_to(tmp_path)}"],
+                          capture_output=True, text=True)
+    assert not left.stdout.strip(), f"training processes outlived their job: {left.stdout}"
     killed_at = max(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
     assert killed_at < 12
 
