@@ -176,8 +176,10 @@ def train_processes(wildcards):
 
 
 def train_gpus(wildcards):
-    """A run trained in several processes takes compute.gpu GPUs for each."""
-    return MODEL_JOB_GPU * train_processes(wildcards)
+    """compute.gpu GPUs for each training process, and for each GPU of a vLLM server of the run's own."""
+    g = grpo_settings(config, wildcards.model)
+    server = g["vllm_server_gpus"] if g["rollouts"] == "vllm-server" else 0
+    return MODEL_JOB_GPU * (g["processes"] + server)
 
 
 def train_threads(wildcards):

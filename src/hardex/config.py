@@ -301,9 +301,11 @@ def _check_strategy_names(cfg: dict) -> None:
         raise ConfigError(str(e)) from None
     if cfg["selection"]["online_strategies"]:
         for model in cfg["models"]:
-            if grpo_settings(cfg, model)["rollouts"] == "trl":
+            rollouts = grpo_settings(cfg, model)["rollouts"]
+            if rollouts in ("trl", "vllm-server"):
                 raise ConfigError(f"selection.online_strategies needs hardex's rollout function, which refills the "
-                                  f"batch; model {model!r} samples with TRL's generate (grpo.rollouts: trl)")
+                                  f"batch; model {model!r} samples with TRL's "
+                                  f"{'generate' if rollouts == 'trl' else 'vLLM server'} (grpo.rollouts: {rollouts})")
     for i, strategy in enumerate(cfg["probe"]["adaptive"]["strategies"] or []):
         if strategy not in BOUNDARY_STRATEGIES:
             raise ConfigError(f"probe.adaptive.strategies.{i}: {strategy!r} is not allowed (it has no pass-rate "
@@ -451,7 +453,7 @@ def grpo_settings(cfg: dict, model: str) -> dict:
     """The grpo section with the model's overrides applied; with vLLM rollouts, also the engine's
     settings (`generation.vllm`), which decide the samples as the other settings do."""
     g = _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
-    if g["rollouts"] == "vllm":
+    if g["rollouts"] in ("vllm", "vllm-server"):
         g["vllm"] = cfg["generation"]["vllm"]
     return g
 

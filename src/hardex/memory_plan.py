@@ -493,7 +493,10 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     if gpu and device_gb is not None:
         free = device_gb * GIB - sum(held.values())
     rollout: dict[str, float]
-    if grpo["rollouts"] == "vllm":
+    if grpo["rollouts"] == "vllm-server":
+        rollout = {}  # a server on GPUs of its own samples
+        notes.append("rollouts: a vLLM server on GPUs of its own (not planned here)")
+    elif grpo["rollouts"] == "vllm":
         rollout = {}  # the engine samples inside its share
         notes.append("rollouts: vLLM engine beside the trainer")
     elif grpo["rollouts"] == "hardex":

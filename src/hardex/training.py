@@ -17,6 +17,7 @@ step is refused (or repeated, when the config says so), and a run that ends earl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -354,9 +355,10 @@ SAME_NAME_IN_TRL = ("gradient_accumulation_steps", "num_generations", "learning_
                     "scale_rewards", "epsilon", "gradient_checkpointing", "save_steps")
 
 
-def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, tracking: dict | None = None):
+def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, extra: dict | None = None):
     """The GRPOConfig for the config's grpo settings and a run of `steps` steps: every field explicit.
-    `tracking`: the tracker's arguments (hardex.tracking.tracker_args), none by default."""
+    `extra`: the tracker's arguments (hardex.tracking) and a vLLM server's (hardex.vllm_server); no tracker
+    by default."""
     from trl import GRPOConfig
 
     precision = g["precision"]
@@ -376,7 +378,7 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
         save_strategy="steps",
         save_total_limit=None,  # every checkpoint is evaluated for the training curves
         logging_steps=1,
-        **(tracking or {"report_to": []}),
+        **{"report_to": [], **(extra or {})},
         seed=seed,
         data_seed=seed,
         bf16=precision == "bf16",
@@ -448,17 +450,24 @@ def train_grpo(
         return _publish(Path(resume), final_dir, record, steps_file, t0, log)
     log(f"resuming from {resume} ({len(kept)} steps recorded)" if resume else "training from the base model")
 
-    tracking = tracker_args(g["report_to"], run_name or run_dir.name, run_dir)
-    if g["processes"] > 1:
-        from hardex.launch import launch_training
+    server = contextlib.nullcontext({})
+    if g["rollouts"] == "vllm-server":  # a vLLM server on GPUs of the job's own (TRL's server mode)
+        from hardex.vllm_server import serve_rollouts
 
-        if reward is None:
-            raise ValueError("training in several processes rebuilds the reward from `reward` (family, scoring)")
-        spec = {"model_path": model_path, "rows": rows, "reward": reward, "g": g, "seed": seed,
-                "ckpt_dir": str(ckpt_dir), "resume": resume, "steps_total": steps_total, "tracking": tracking}
-        launch_training(spec, ckpt_dir / "launch.json", g["processes"], g["distributed"], log)
-    else:
-        fit(model_path, rows, reward_fn, g, seed, ckpt_dir, resume, steps_total, tracking)
+        server = serve_rollouts(model_path, g, log)
+    with server as served:
+        trainer_args = {**tracker_args(g["report_to"], run_name or run_dir.name, run_dir), **served}
+        if g["processes"] > 1:
+            from hardex.launch import launch_training
+
+            if reward is None:
+                raise ValueError("training in several processes rebuilds the reward from `reward` (family, scoring)")
+            spec = {"model_path": model_path, "rows": rows, "reward": reward, "g": g, "seed": seed,
+                    "ckpt_dir": str(ckpt_dir), "resume": resume, "steps_total": steps_total,
+                    "trainer_args": trainer_args}
+            launch_training(spec, ckpt_dir / "launch.json", g["processes"], g["distributed"], log)
+        else:
+            fit(model_path, rows, reward_fn, g, seed, ckpt_dir, resume, steps_total, trainer_args)
     last = checkpoint_steps(ckpt_dir)
     if not last or last[-1] < steps_total:  # a run that stopped early must not pass for a finished one
         raise TrainingError(f"training stopped at step {last[-1] if last else 0} of {steps_total}")
@@ -466,10 +475,11 @@ def train_grpo(
 
 
 def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, str, str], float], g: dict[str, Any],
-        seed: int, ckpt_dir: Path, resume: str | None, steps_total: int, tracking: dict) -> None:
+        seed: int, ckpt_dir: Path, resume: str | None, steps_total: int, trainer_args: dict) -> None:
     """TRL's GRPOTrainer from `resume` (or the base model) to step `steps_total`, its last step a checkpoint:
     in this process, or in each of the processes accelerate started (hardex.train_worker). Only the main
-    process writes the step record."""
+    process writes the step record. `trainer_args`: GRPOConfig fields besides the grpo settings (tracker,
+    vLLM server)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -498,9 +508,9 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
     reward.__name__ = "correct"
     dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows_per_epoch(rows, g)])
     rollouts = None
-    if g.get("online_filtering") and g["rollouts"] == "trl":
+    if g.get("online_filtering") and g["rollouts"] in ("trl", "vllm-server"):
         raise TrainingError("online filtering refills steps in hardex's rollout function; set grpo.rollouts to "
-                            "hardex or vllm, not trl")
+                            f"hardex or vllm, not {g['rollouts']}")
     if g["rollouts"] == "vllm":
         from hardex.generation.vllm_backend import require_vllm
 
@@ -509,13 +519,13 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL warns that rollout_func is experimental
         rollouts = hardex_rollouts(g, seed, rows, reward_fn)
         counts = rollouts.counts
-    else:  # TRL's generate: every completion of the step is trained on
+    else:  # TRL's generate, or its vLLM server: every completion of the step is trained on
         per_step = g["prompts_per_step"] * g["num_generations"]
         counts = lambda: {"rollouts_generated": per_step, "rollouts_discarded": 0}  # noqa: E731
     trainer = _trainer_class()(
         model=model,
         reward_funcs=reward,
-        args=grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, tracking),
+        args=grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, trainer_args),
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,

@@ -105,17 +105,17 @@ def _megabytes(mem: str) -> int:
     return round(float(mem[:-1]) * units[mem[-1]]) if mem[-1] in units else int(mem)
 
 
-def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
-    workdir = tmp_path / "run"
-    workdir.mkdir()
-    cfg = yaml.safe_load(SMOKE.read_text())
-    cfg["selection"]["strategies"] = ["hard"]  # every kind of job, each once: Slurm's overhead is per job
-    cfg["selection"]["online_strategies"] = []
-    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+def _job_environment() -> dict:
+    """This environment without the Slurm variables of any job we run in; sbatch --export=ALL (the plugin's
+    default) hands it to every job."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
-    # sbatch --export=ALL (the plugin's default) hands this environment to every job
     env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    cmd = [
+    return env
+
+
+def _through_slurm(workdir: Path, *targets: str) -> list[str]:
+    """Snakemake on workdir's config.yaml through profiles/slurm, under a hard time limit."""
+    return [
         "timeout", "--kill-after=20", str(RUN_TIMEOUT),
         sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
         "--configfile", str(workdir / "config.yaml"), "--profile", str(PROFILE),
@@ -123,7 +123,19 @@ def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
         # would be refused at submission (EnforcePartLimits=ALL), so cap them as a site would
         "--max-threads", str(len(os.sched_getaffinity(0))),
         "--seconds-between-status-checks", "1",  # a test's jobs take seconds: ask often
+        *targets,
     ]  # fmt: skip
+
+
+def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    cfg = yaml.safe_load(SMOKE.read_text())
+    cfg["selection"]["strategies"] = ["hard"]  # every kind of job, each once: Slurm's overhead is per job
+    cfg["selection"]["online_strategies"] = []
+    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
+    env = _job_environment()
+    cmd = _through_slurm(workdir)
     log_path = tmp_path / "snakemake.log"
     start = time.monotonic()
     with log_path.open("w") as out:  # a file, not a pipe: a killed run cannot leave us waiting on it
@@ -183,10 +195,15 @@ def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
 
+    gpu_run = tmp_path / "gpus"
+    gpu_run.mkdir()
+    check_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_process(gpu_run)
 
-def test_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_process(slurm_cluster, tmp_path):
+
+def check_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_process(tmp_path):
     """grpo.processes 2 with compute.gpu 1: the train job asks Slurm for 2 GPUs and 2 x run_threads CPUs,
-    as one task (accelerate starts the processes inside it); probe and build ask for one GPU."""
+    as one task (accelerate starts the processes inside it); probe and build ask for one GPU. Run by the
+    test above on its cluster (one cluster a machine: two tests in two pytest workers would each start one)."""
     workdir = tmp_path / "run"
     workdir.mkdir()
     cfg = yaml.safe_load(SMOKE.read_text())
@@ -195,14 +212,8 @@ def test_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_pr
     cfg["compute"] = {"gpu": 1, "run_threads": 1, "threads": 1}
     cfg["grpo"]["processes"] = 2
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
-    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    cmd = [
-        "timeout", "--kill-after=20", str(RUN_TIMEOUT),
-        sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-        "--configfile", str(workdir / "config.yaml"), "--profile", str(PROFILE),
-        "--seconds-between-status-checks", "1", "results/train/tiny/swaps/hard/seed0/steps.parquet",
-    ]  # fmt: skip
+    env = _job_environment()
+    cmd = _through_slurm(workdir, "results/train/tiny/swaps/hard/seed0/steps.parquet")
     log_path = tmp_path / "snakemake.log"
     with log_path.open("w") as out:
         res = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)

@@ -1,0 +1,81 @@
+"""GRPO rollouts from a vLLM server on GPUs of its own (`grpo.rollouts: vllm-server`): TRL's server mode.
+
+The train job asks for grpo.processes + grpo.vllm_server_gpus GPUs. `serve_rollouts` gives the last
+vllm_server_gpus of them to `trl vllm-serve` (tensor parallel over them), keeps the first ones for the
+training processes, and hands TRL the address: TRL's own generation then samples every step from the
+server, and pushes the policy's weights to it before each (NCCL). The server stops with the job.
+
+It needs CUDA GPUs and vLLM in the training environment; on a CPU it is refused before anything starts.
+Not run here (no GPU was lent to this work): tests/unit/test_vllm_server.py checks the split, the command
+and the refusal, and holds a GPU test that skips without CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+from typing import Any, Iterator
+
+from hardex.launch import free_port
+
+
+class ServerError(RuntimeError):
+    """A vLLM server that cannot run here; str() says why."""
+
+
+def split_gpus(visible: list[str], processes: int, server_gpus: int) -> tuple[list[str], list[str]]:
+    """The job's GPUs as (the training processes', the server's): the first `processes`, the last
+    `server_gpus`."""
+    if len(visible) < processes + server_gpus:
+        raise ServerError(f"grpo.rollouts: vllm-server needs {processes} GPU(s) for training and {server_gpus} for "
+                          f"the server; this job sees {len(visible)} ({','.join(visible) or 'none'})")
+    return visible[:processes], visible[len(visible) - server_gpus:]
+
+
+def server_command(model_path: str, g: dict[str, Any], port: int) -> list[str]:
+    """`trl vllm-serve` for the run's model: tensor parallel over its GPUs, the engine settings of
+    generation.vllm."""
+    vllm = g.get("vllm") or {}
+    cmd = [sys.executable, "-m", "trl.cli.main", "vllm-serve", "--model", str(model_path), "--host", "127.0.0.1",
+           "--port", str(port), "--tensor_parallel_size", str(g["vllm_server_gpus"]),
+           "--gpu_memory_utilization", str(vllm.get("gpu_memory_utilization") or 0.9), "--dtype", "bfloat16"]
+    if vllm.get("max_model_len"):
+        cmd += ["--max_model_len", str(vllm["max_model_len"])]
+    return cmd
+
+
+@contextlib.contextmanager
+def serve_rollouts(model_path: str, g: dict[str, Any], log=print) -> Iterator[dict[str, Any]]:
+    """Start the server on the job's last GPUs, leave the first ones visible to training, yield the
+    GRPOConfig arguments that connect TRL to it; stop the server at the end."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ServerError("grpo.rollouts: vllm-server needs CUDA GPUs (a vLLM server of its own); on a CPU use "
+                          "hardex or vllm")
+    if importlib.util.find_spec("vllm") is None:
+        raise ServerError("grpo.rollouts: vllm-server needs vllm in the training environment (pip install 'hardex[vllm]')")
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or \
+        [str(i) for i in range(torch.cuda.device_count())]
+    training, serving = split_gpus(visible, g["processes"], g["vllm_server_gpus"])
+    port = free_port()
+    cmd = server_command(model_path, g, port)
+    log(f"vLLM server on GPU(s) {','.join(serving)}, training on {','.join(training)}: {' '.join(cmd)}")
+    server = subprocess.Popen(cmd, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True,
+                              env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(serving)})
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(training)  # before training starts CUDA
+    try:
+        # TRL waits for the server itself (vllm_server_timeout) before the first step
+        yield {"use_vllm": True, "vllm_mode": "server", "vllm_server_host": "127.0.0.1", "vllm_server_port": port,
+               "vllm_group_port": free_port(), "vllm_server_timeout": 600.0}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
