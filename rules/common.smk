@@ -170,11 +170,6 @@ GENERATION_JOB_GPU = MODEL_JOB_GPU * (
 )
 
 
-def train_processes(wildcards):
-    """Processes a GRPO run trains in (grpo.processes, hardex.launch)."""
-    return grpo_settings(config, wildcards.model)["processes"]
-
-
 def train_gpus(wildcards):
     """compute.gpu GPUs for each training process, and for each GPU of a vLLM server of the run's own."""
     g = grpo_settings(config, wildcards.model)
@@ -183,7 +178,8 @@ def train_gpus(wildcards):
 
 
 def train_threads(wildcards):
-    return RUN_JOB_THREADS * train_processes(wildcards)
+    """run_threads for each training process (grpo.processes, hardex.launch)."""
+    return RUN_JOB_THREADS * grpo_settings(config, wildcards.model)["processes"]
 
 
 def every(template, **fields):

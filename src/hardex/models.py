@@ -127,8 +127,11 @@ def model_fingerprint(path: str | Path) -> str:
     return h.hexdigest()[:16]
 
 
-def build_tokenizer(texts: list[str], vocab_size: int):
-    """A byte-level BPE tokenizer (digits split one by one) in the Hugging Face fast format."""
+def build_tokenizer(texts: list[str], vocab_size: int, special_tokens: list[str] | None = None, eos: str = EOS,
+                    pad: str = PAD, bos: str | None = None, chat_template: str | None = None):
+    """A byte-level BPE tokenizer (digits split one by one) in the Hugging Face fast format, trained on
+    `texts`. `special_tokens` (default: eos and pad) are kept whole; a rehearsal's stand-in
+    (hardex.rehearsal.standin) passes its family's, with its bos and chat template."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -139,12 +142,15 @@ def build_tokenizer(texts: list[str], vocab_size: int):
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=[EOS, PAD],
+        special_tokens=special_tokens or [eos, pad],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=PAD, padding_side="left")
+    extra = {"bos_token": bos} if bos else {}
+    if chat_template:
+        extra["chat_template"] = chat_template
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token=pad, padding_side="left", **extra)
 
 
 def warmstart_rows(task, split: pl.DataFrame) -> list[dict[str, Any]]:

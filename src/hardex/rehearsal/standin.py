@@ -31,21 +31,12 @@ def special_tokens(template: str, spec: dict[str, Any]) -> list[str]:
 
 def standin_tokenizer(template: str, spec: dict[str, Any]):
     """A byte-level BPE tokenizer (every text encodes) carrying the family's special tokens and template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from hardex.models import build_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
-    tok.decoder = decoders.ByteLevel()
-    specials = special_tokens(template, spec)
-    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=specials, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     # a few merges of ordinary words keep prompts short; what they are does not matter to a random model
-    tok.train_from_iterator([template, "the of and to in is that at the start of swap answer number"], trainer)
-    pad = spec.get("pad") or spec["eos"]
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=spec.get("bos"), eos_token=spec["eos"],
-                                   pad_token=pad, padding_side="left", chat_template=template)
+    texts = [template, "the of and to in is that at the start of swap answer number"]
+    return build_tokenizer(texts, 512, special_tokens(template, spec), eos=spec["eos"],
+                           pad=spec.get("pad") or spec["eos"], bos=spec.get("bos"), chat_template=template)
 
 
 def standin_config(real: dict[str, Any], tokenizer) -> Any:
