@@ -23,7 +23,7 @@ from hardex.architectures import KEPT as ARCHITECTURES
 from hardex.memory_plan import check_plan_or_exit
 from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
-from hardex.selection import offline_strategy
+from hardex.selection import offline_strategy, parse_tier_strategy
 from hardex.report.reference import reference_path
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
@@ -241,6 +241,12 @@ FIGURES = [
 ]
 # gain by model capacity: a figure for configs that compare models
 FIGURES += ["capacity"] if len(MODELS) > 1 else []
+# accuracy per difficulty tier during training: a figure for configs with paper 2's tier strategies
+FIGURES += (
+    ["tier_curves"]
+    if any(parse_tier_strategy(s) for s in config["selection"]["strategies"])
+    else []
+)
 
 # a reference that does not exist is a config mistake: stop before any job is planned
 try:

@@ -12,6 +12,7 @@ localrules:
     report_figure_zero_std,
     report_figure_capacity,
     report_figure_compute,
+    report_figure_tiers,
 
 
 rule report_tables:
@@ -124,6 +125,27 @@ rule report_figure_curves:
         provenance=PROVENANCE,
     script:
         "../scripts/report_figure_curves.py"
+
+
+rule report_figure_tiers:
+    """Test accuracy per difficulty tier during training, against the share of the full run's steps
+    (paper 2's catch-up, drawn); for configs with tier strategies."""
+    input:
+        evals=EVAL_FILES,
+        bases=BASE_FILES,
+    output:
+        figure_outputs("tier_curves", "accuracy per tier during training"),
+    log:
+        "logs/report/figure_tiers.log",
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        benchmarks=BENCHMARKS,
+        pass_k=PASS_K,
+        style=STYLE,
+        provenance=PROVENANCE,
+    script:
+        "../scripts/report_figure_tiers.py"
 
 
 rule report_figure_learnable:

@@ -10,7 +10,11 @@ overall and per tier:
 - accuracy: each run's final accuracy (%), mean over seeds;
 - difference: strategy minus full (points), with a t-interval across seeds: paired by seed number when
   both ran the same seeds, Welch's otherwise, none when a side has a single seed;
-- matches: the interval's upper end >= 0 (not shown worse than the full run); null without an interval.
+- matches: the interval's upper end >= 0 (not shown worse than the full run); null without an interval;
+- catch-up: the first checkpoint (the base model counting as step 0) at which a run's accuracy reaches
+  the full run's final accuracy of the same seed (of the full run's mean when the seeds differ), as a
+  share of the full run's steps: catch_up_pct is the mean over seeds with a t-interval, given only when
+  every seed reaches it (reached_seeds says how many did). Paper 2's "~45 % of the steps" is this share.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import math
 import polars as pl
 
 from hardex.metrics import accuracy_by_tier, sort_tiers
-from hardex.report.statistics import seed_difference
+from hardex.report.statistics import seed_difference, t_interval
 
 OVERALL = "overall"  # the tier value of the rows over every test example
 
@@ -29,39 +33,67 @@ CATCH_UP_SCHEMA = {
     "n_examples": pl.Int64, "n_seeds": pl.Int64, "steps": pl.Int64, "full_steps": pl.Int64, "share_pct": pl.Float64,
     "accuracy": pl.Float64, "full_accuracy": pl.Float64, "difference": pl.Float64,
     "difference_ci_low": pl.Float64, "difference_ci_high": pl.Float64, "interval": pl.Utf8, "matches": pl.Boolean,
+    "reached_seeds": pl.Int64, "catch_up_pct": pl.Float64, "catch_up_ci_low": pl.Float64, "catch_up_ci_high": pl.Float64,
 }
 
 
-def final_accuracy(outcomes: pl.DataFrame) -> pl.DataFrame:
-    """Per seed of one run: its last checkpoint step (`steps`) and its accuracy there (fraction), over
-    every example (tier "overall") and per tier; columns seed, steps, tier, accuracy, n_examples.
+def accuracy_curve(outcomes: pl.DataFrame) -> pl.DataFrame:
+    """Per seed and checkpoint step of one run: its accuracy (fraction) over every example (tier
+    "overall") and per tier; columns seed, step, tier, accuracy, n_examples.
 
     `outcomes`: per-example rows (seed, step, tier, n, n_correct) of one strategy on one benchmark.
     """
-    last = outcomes.filter(pl.col("step") == pl.col("step").max().over("seed"))
-    overall = last.group_by("seed").agg(
-        pl.col("step").first().alias("steps"), pl.lit(OVERALL).alias("tier"),
-        (pl.col("n_correct") / pl.col("n")).mean().alias("accuracy"), pl.len().alias("n_examples"))
+    overall = outcomes.group_by("seed", "step").agg(
+        pl.lit(OVERALL).alias("tier"), (pl.col("n_correct") / pl.col("n")).mean().alias("accuracy"),
+        pl.len().alias("n_examples"))
     parts = [overall]
-    for (seed,), grp in last.group_by(["seed"]):
-        tiers = accuracy_by_tier(grp)
-        parts.append(tiers.select(pl.lit(seed).alias("seed"), pl.col("step").alias("steps"), "tier", "accuracy",
-                                  "n_examples"))
-    cols = {"seed": pl.Int64, "steps": pl.Int64, "tier": pl.Utf8, "accuracy": pl.Float64, "n_examples": pl.Int64}
-    return pl.concat([p.cast(cols) for p in parts])
+    for (seed,), grp in outcomes.group_by(["seed"]):
+        parts.append(accuracy_by_tier(grp).select(pl.lit(seed).alias("seed"), "step", "tier", "accuracy", "n_examples"))
+    cols = {"seed": pl.Int64, "step": pl.Int64, "tier": pl.Utf8, "accuracy": pl.Float64, "n_examples": pl.Int64}
+    return pl.concat([p.cast(cols) for p in parts]).sort("seed", "step")
 
 
-def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full") -> pl.DataFrame:
-    """Every strategy against the `full` run at the end of both, per model x task x benchmark: one row
-    overall, then one per tier (in tier order), with the columns of CATCH_UP_SCHEMA (accuracies in %,
+def final_accuracy(curve: pl.DataFrame) -> pl.DataFrame:
+    """Each seed's last checkpoint of an `accuracy_curve`, its step renamed `steps`."""
+    return curve.filter(pl.col("step") == pl.col("step").max().over("seed")).rename({"step": "steps"})
+
+
+def catch_up_step(curve: pl.DataFrame, target: float) -> int | None:
+    """The first step of one seed's curve (one tier) whose accuracy reaches `target`; None if none does.
+    A hair of slack: an accuracy equal to the target must reach it despite float rounding."""
+    reached = curve.filter(pl.col("accuracy") >= target - 1e-9)
+    return int(reached["step"].min()) if reached.height else None
+
+
+def _with_base(outcomes: pl.DataFrame, base: pl.DataFrame | None) -> pl.DataFrame:
+    """A run's outcomes with the base model's as step 0 of each seed: its own seed's base evaluation
+    when there is one (the evaluation noise it is paired with), else every base evaluation."""
+    if base is None or base.height == 0:
+        return outcomes
+    cols = ["seed", "step", "tier", "n", "n_correct"]
+    parts = [outcomes.select(cols)]
+    for seed in outcomes["seed"].unique().to_list():
+        own = base.filter(pl.col("seed") == seed) if "seed" in base.columns else base.clear()
+        parts.append((own if own.height else base).with_columns(pl.lit(seed).alias("seed"), pl.lit(0).alias("step"))
+                     .select(cols))
+    return pl.concat([p.cast({"seed": pl.Int64, "step": pl.Int64, "tier": pl.Utf8}) for p in parts])
+
+
+def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full",
+                   base: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Every strategy against the `full` run, per model x task x benchmark: one row overall, then one
+    per tier (in tier order), with the columns of CATCH_UP_SCHEMA (accuracies and shares in %,
     differences in points; see the module's docstring).
 
     `runs` is report.loading.Results.runs (per-example outcomes with model, task, strategy, seed, step,
-    benchmark, tier, n, n_correct). Empty when no run used the `full` strategy.
+    benchmark, tier, n, n_correct); `base` is Results.base, the base model's outcomes, which count as
+    step 0 of every curve. Empty when no run used the `full` strategy.
     """
     rows: list[dict] = []
     for (model, task, bench), grp in runs.group_by(["model", "task", "benchmark"], maintain_order=True):
-        full_final = final_accuracy(grp.filter(pl.col("strategy") == full))
+        own_base = None if base is None else base.filter(
+            (pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
+        full_final = final_accuracy(accuracy_curve(grp.filter(pl.col("strategy") == full)))
         if full_final.height == 0:
             continue
         full_steps = int(full_final["steps"].max())
@@ -69,14 +101,26 @@ def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full") 
         for strategy in dict.fromkeys(grp["strategy"].to_list()):
             if strategy == full:
                 continue
-            mine = final_accuracy(grp.filter(pl.col("strategy") == strategy))
+            curve = accuracy_curve(_with_base(grp.filter(pl.col("strategy") == strategy), own_base))
+            mine = final_accuracy(curve)
             steps = int(mine["steps"].max())
             for tier in [OVERALL, *tiers]:
                 a, b = (part.filter(pl.col("tier") == tier) for part in (mine, full_final))
                 if a.height == 0:
                     continue
+                full_by_seed = dict(zip(b["seed"], b["accuracy"]))
                 diff, lo, hi, how = seed_difference(dict(zip(a["seed"], 100 * a["accuracy"])),
-                                                    dict(zip(b["seed"], 100 * b["accuracy"])), level)
+                                                    {s: 100 * v for s, v in full_by_seed.items()}, level)
+                # catch-up per seed: against the same seed's full run when both ran it, else the full runs' mean
+                same_seeds = sorted(full_by_seed) == sorted(a["seed"].to_list())
+                shares = []
+                for seed in a["seed"].to_list():
+                    target = full_by_seed[seed] if same_seeds else float(b["accuracy"].mean())
+                    at = catch_up_step(curve.filter((pl.col("seed") == seed) & (pl.col("tier") == tier)), target)
+                    if at is not None:
+                        shares.append(100 * at / full_steps)
+                every = len(shares) == a.height
+                share_lo, share_hi = t_interval(shares, level) if every else (math.nan, math.nan)
                 rows.append({
                     "model": model, "task": task, "benchmark": bench, "strategy": strategy, "tier": tier,
                     "n_examples": int(b["n_examples"].max()), "n_seeds": a.height, "steps": steps,
@@ -85,5 +129,28 @@ def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full") 
                     "difference": diff, "difference_ci_low": lo, "difference_ci_high": hi, "interval": how,
                     # a hair of slack: identical accuracies must match despite float rounding
                     "matches": None if math.isnan(hi) else hi >= -1e-9,
+                    "reached_seeds": len(shares),
+                    "catch_up_pct": sum(shares) / len(shares) if every else None,
+                    # a share below 0 means nothing: the interval stops at the base model
+                    "catch_up_ci_low": max(0.0, share_lo) if every else None,
+                    "catch_up_ci_high": share_hi if every else None,
                 })
     return pl.DataFrame(rows, schema=CATCH_UP_SCHEMA)
+
+
+def tier_curves(runs: pl.DataFrame, base: pl.DataFrame | None = None, full: str = "full") -> pl.DataFrame:
+    """Accuracy (fraction) of every run at every checkpoint, overall and per tier, the base model as
+    step 0: model, task, benchmark, strategy, seed, step, tier, accuracy, n_examples, and full_steps
+    (the cell's full run's last step; null without a full run), for paper 2's per-tier figure."""
+    parts = []
+    for (model, task, bench), grp in runs.group_by(["model", "task", "benchmark"], maintain_order=True):
+        own_base = None if base is None else base.filter(
+            (pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
+        full_runs = grp.filter(pl.col("strategy") == full)
+        full_steps = int(full_runs["step"].max()) if full_runs.height else None
+        for strategy in dict.fromkeys(grp["strategy"].to_list()):
+            curve = accuracy_curve(_with_base(grp.filter(pl.col("strategy") == strategy), own_base))
+            parts.append(curve.select(pl.lit(model).alias("model"), pl.lit(task).alias("task"),
+                                      pl.lit(bench).alias("benchmark"), pl.lit(strategy).alias("strategy"), pl.all(),
+                                      pl.lit(full_steps, dtype=pl.Int64).alias("full_steps")))
+    return pl.concat(parts) if parts else pl.DataFrame()

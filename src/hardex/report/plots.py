@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
 from hardex.io import atomic_path  # noqa: E402
+from hardex.metrics import sort_tiers  # noqa: E402
 from hardex.report.reference import map_names  # noqa: E402
 from hardex.report.statistics import confidence_band  # noqa: E402
 from hardex.selection import STRATEGIES, offline_strategy, strategy_sort_key  # noqa: E402
@@ -167,6 +168,66 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
         order = [s for s in strategies if s in used] + [k for k in used if k not in strategies]
         _legend_below(fig, [used[k] for k in order], [used[k].get_label() for k in order])
         fig.suptitle("Test accuracy during GRPO training, per selection strategy")
+        return save_figure(fig, paths, st)
+
+
+# ---- Paper 2: accuracy per difficulty tier over training ---------------------------------------------
+
+
+def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]], paths: Sequence[str | Path],
+                     style: dict | None = None, full: str = "full") -> list[Path]:
+    """Test accuracy (%) per difficulty tier during training, one row per model x task, one column per
+    tier after "overall"; x is the share of the full run's steps, so a run on one tier ends early.
+
+    `curves` is `report.catch_up.tier_curves` on the task's first benchmark. Lines: the mean over seeds
+    per strategy; a dotted line: the full run's final accuracy, which paper 2's catch-up asks each run
+    to reach; a dashed one: the base model. Without a full run, x is the training step.
+    """
+    st = _style(style)
+    cells = list(dict.fromkeys(zip(curves["model"].to_list(), curves["task"].to_list())))
+    tiers = ["overall", *dict.fromkeys(sort_tiers(curves.filter(pl.col("tier") != "overall"))["tier"].to_list())]
+    strategies = sorted(set(curves["strategy"]), key=strategy_sort_key)
+    with plt.rc_context(_rc(st)):
+        fig, axes = plt.subplots(len(cells), len(tiers), squeeze=False, layout="constrained", sharey="row",
+                                 figsize=(st["panel_width"] * 0.8 * len(tiers), st["panel_height"] * len(cells) + 0.9))
+        used: dict[str, Any] = {}
+        for i, (model, task) in enumerate(cells):
+            bench = benchmarks[task][0]
+            cell = curves.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
+            full_steps = cell["full_steps"].drop_nulls()
+            scale = 100 / int(full_steps[0]) if full_steps.len() and int(full_steps[0]) else None
+            for j, tier in enumerate(tiers):
+                ax = axes[i][j]
+                sub = cell.filter(pl.col("tier") == tier)
+                ax.set_title(f"{model} · {task} · {'all tiers' if tier == 'overall' else f'tier {tier}'}")
+                ax.set_xlabel("% of the full run's steps" if scale else "training step")
+                if j == 0:
+                    ax.set_ylabel("test accuracy (%)")
+                if sub.height == 0:
+                    _no_data(ax, "no examples of this tier")
+                    continue
+                base = sub.filter(pl.col("step") == 0)
+                if base.height:
+                    used["base model"] = ax.axhline(100 * float(base["accuracy"].mean()), color="black", ls="--",
+                                                    lw=1.0, label="base model")
+                for s in strategies:
+                    runs = sub.filter(pl.col("strategy") == s)
+                    if runs.height == 0:
+                        continue
+                    agg = runs.group_by("step").agg((100 * pl.col("accuracy")).mean().alias("m")).sort("step")
+                    x = agg["step"].to_numpy() * (scale or 1)
+                    (line,) = ax.plot(x, agg["m"], color=strategy_color(s, strategies), marker="o", ms=3, lw=1.6,
+                                      label=s)
+                    used.setdefault(s, line)
+                    if s == full:
+                        final = runs.filter(pl.col("step") == pl.col("step").max().over("seed"))
+                        used["full run's final accuracy"] = ax.axhline(
+                            100 * float(final["accuracy"].mean()), color=strategy_color(s, strategies), ls=":",
+                            lw=1.3, label="full run's final accuracy")
+                ax.set_xlim(left=0)
+        order = [s for s in strategies if s in used] + [k for k in used if k not in strategies]
+        _legend_below(fig, [used[k] for k in order], [used[k].get_label() for k in order])
+        fig.suptitle("Test accuracy per difficulty tier during GRPO training (mean over seeds)")
         return save_figure(fig, paths, st)
 
 

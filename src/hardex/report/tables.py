@@ -430,7 +430,7 @@ TABLES = {
     "tier_accuracy": "Accuracy per difficulty tier, base model and final checkpoint",
     "pool_pass_rates": "Pass-rate distribution of the training pool",
     "subset_pass_rates": "Pass rates of each selected subset",
-    "catch_up": "Final accuracy against the full-pool run's, and the share of its steps (paper 2's catch-up)",
+    "catch_up": "Final accuracy against the full-pool run's, and the share of its steps at which each run reaches it (paper 2's catch-up)",
     "data_overlap": "Pool against benchmarks: questions in both",
     "rollout_budget": "Rollouts and tokens generated per strategy, probing included, against its gain",
 }
@@ -452,7 +452,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     pool = pool_distribution(probes)
     subs = subset_pass_rates(probes, subsets, generations)
     budget = rollout_budget(gains, res.steps, probes)
-    catch = catch_up_table(res.runs, level).with_row_index("_row")  # strategies in paper order, rows kept
+    catch = catch_up_table(res.runs, level, base=res.base).with_row_index("_row")  # strategies in paper order, rows kept
     catch = _order(catch, ["model", "task", "strategy", "_row"]).drop("_row")
     no_verdict = (" Rows with a single seed on a side have no interval, so matches is empty: run several seeds "
                   "to tell a match from noise." if catch["matches"].null_count() else "")
@@ -498,8 +498,11 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                             f"seeds); difference: strategy minus full in points, with its {pct} t-interval across "
                             "seeds (paired by seed number when both ran the same seeds, Welch's otherwise; none with "
                             "one seed); matches: the interval's upper end >= 0, i.e. not shown worse than the full run "
-                            "(empty without an interval). Paper 2: the lower tiers alone match the full run with "
-                            "~45 % of its steps." + no_verdict if catch.height else
+                            "(empty without an interval). catch_up_pct: the share of the full run's steps (mean over seeds) "
+                            "at which the run first reaches the full run's final accuracy of the same seed, the base "
+                            "model counting as step 0, with its t-interval (low end stopped at 0); given only when "
+                            "every seed reaches it, reached_seeds of n_seeds did. Paper 2: the lower tiers alone "
+                            "match the full run with ~45 % of its steps." + no_verdict if catch.height else
                      "No run on the full pool (strategy full) in this configuration: nothing to catch up with."),
         "data_overlap": (overlaps if overlaps is not None else load_overlaps([]),
                          "Questions of each benchmark that are also in the task's pool: exact, and only after "
