@@ -84,3 +84,31 @@ def test_errors_name_the_problem(probe):
         select(probe.drop("tier"), "tier_low", 0.1, 0, in_tiers=[1])
     with pytest.raises(SelectionError, match="unknown strategy 'tier-low'"):
         select(probe, "tier-low", 0.1, 0, in_tiers=[1])
+
+
+def test_cpu_tiers_splits_the_arith_pool_by_its_levels_and_each_tier_trains_its_own_epoch():
+    """experiments/cpu_tiers.yaml's tiers on the arith family's own levels (the operands' digits): the
+    tier subsets partition the pool by level, and one epoch of a tier is a fraction of the full run's steps."""
+    from pathlib import Path
+
+    import yaml
+
+    from hardex.config import check_config
+    from hardex.tasks import get_task
+    from hardex.training import run_steps
+
+    cfg = check_config(yaml.safe_load((Path(__file__).parents[2] / "experiments/cpu_tiers.yaml").read_text()))
+    pool = get_task("arith").load_split({"name": "pool", "n": 240, "seed": 1, "difficulty": [1, 8]})
+    # the probe table's tier column is the pool's level as text (hardex.probing)
+    probe = pool.select("id", pl.col("tier").cast(pl.Utf8), pl.lit(0.5).alias("pass_rate"), pl.lit(8).alias("k"))
+    levels = dict(zip(probe["id"], probe["tier"].cast(pl.Int64)))
+    g, full_steps = cfg["grpo"], run_steps(cfg["grpo"], pool.height)
+    seen: list[str] = []
+    for strategy in [s for s in cfg["selection"]["strategies"] if s != "full"]:
+        values = tier_values(cfg["selection"]["tiers"], strategy, "arith")
+        ids = select(probe, strategy, cfg["selection"]["budget"], 0, in_tiers=values)["id"].to_list()
+        assert ids and {levels[i] for i in ids} == {int(v) for v in values}  # every level of the tier, no other
+        assert run_steps(g, len(ids)) < full_steps  # an epoch of a tier is shorter than the full pool's
+        seen += ids
+    assert sorted(seen) == sorted(probe["id"])  # low, mid and high partition the pool
+    assert full_steps == 30  # 240 examples, 8 prompts a step, one epoch
