@@ -133,6 +133,8 @@ def test_the_base_model_is_step_0_so_a_full_run_that_loses_accuracy_is_caught_at
     assert _rows(catch_up_table(runs))["1"]["reached_seeds"] == 0  # without the base, never
     one = _rows(catch_up_table(runs, base=base))["1"]
     assert one["reached_seeds"] == 3 and one["catch_up_pct"] == 0.0 and one["catch_up_ci_low"] == 0.0
+    assert one["base_accuracy"] == pytest.approx(90.0) and one["full_accuracy"] < one["base_accuracy"]
+    assert _rows(catch_up_table(runs))["1"]["base_accuracy"] is None  # no base evaluation given
 
 
 def test_without_the_same_seeds_a_run_is_held_to_the_mean_of_the_full_runs():

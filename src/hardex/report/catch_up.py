@@ -7,7 +7,7 @@ strategy is compared with the `full` run at the end of both runs, per model x ta
 overall and per tier:
 
 - steps: each run's last checkpoint step; share_pct = 100 x steps / the full run's steps;
-- accuracy: each run's final accuracy (%), mean over seeds;
+- accuracy: each run's final accuracy (%), mean over seeds; base_accuracy: the base model's;
 - difference: strategy minus full (points), with a t-interval across seeds: paired by seed number when
   both ran the same seeds, Welch's otherwise, none when a side has a single seed;
 - matches: the interval's upper end >= 0 (not shown worse than the full run); null without an interval;
@@ -15,6 +15,7 @@ overall and per tier:
   the full run's final accuracy of the same seed (of the full run's mean when the seeds differ), as a
   share of the full run's steps: catch_up_pct is the mean over seeds with a t-interval, given only when
   every seed reaches it (reached_seeds says how many did). Paper 2's "~45 % of the steps" is this share.
+  A full run that ends no better than the base model is caught up with at 0 %: there was nothing to learn.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ OVERALL = "overall"  # the tier value of the rows over every test example
 CATCH_UP_SCHEMA = {
     "model": pl.Utf8, "task": pl.Utf8, "benchmark": pl.Utf8, "strategy": pl.Utf8, "tier": pl.Utf8,
     "n_examples": pl.Int64, "n_seeds": pl.Int64, "steps": pl.Int64, "full_steps": pl.Int64, "share_pct": pl.Float64,
-    "accuracy": pl.Float64, "full_accuracy": pl.Float64, "difference": pl.Float64,
+    "base_accuracy": pl.Float64, "accuracy": pl.Float64, "full_accuracy": pl.Float64, "difference": pl.Float64,
     "difference_ci_low": pl.Float64, "difference_ci_high": pl.Float64, "interval": pl.Utf8, "matches": pl.Boolean,
     "reached_seeds": pl.Int64, "catch_up_pct": pl.Float64, "catch_up_ci_low": pl.Float64, "catch_up_ci_high": pl.Float64,
 }
@@ -120,11 +121,13 @@ def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full",
                     if at is not None:
                         shares.append(100 * at / full_steps)
                 every = len(shares) == a.height
+                at_base = curve.filter((pl.col("step") == 0) & (pl.col("tier") == tier))["accuracy"]
                 share_lo, share_hi = t_interval(shares, level) if every else (math.nan, math.nan)
                 rows.append({
                     "model": model, "task": task, "benchmark": bench, "strategy": strategy, "tier": tier,
                     "n_examples": int(b["n_examples"].max()), "n_seeds": a.height, "steps": steps,
                     "full_steps": full_steps, "share_pct": 100 * steps / full_steps if full_steps else None,
+                    "base_accuracy": 100 * float(at_base.mean()) if at_base.len() else None,
                     "accuracy": 100 * float(a["accuracy"].mean()), "full_accuracy": 100 * float(b["accuracy"].mean()),
                     "difference": diff, "difference_ci_low": lo, "difference_ci_high": hi, "interval": how,
                     # a hair of slack: identical accuracies must match despite float rounding

@@ -500,7 +500,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                             "one seed); matches: the interval's upper end >= 0, i.e. not shown worse than the full run "
                             "(empty without an interval). catch_up_pct: the share of the full run's steps (mean over seeds) "
                             "at which the run first reaches the full run's final accuracy of the same seed, the base "
-                            "model counting as step 0, with its t-interval (low end stopped at 0); given only when "
+                            "model (base_accuracy) counting as step 0, so a full run that ends below the base model is "
+                            "caught up with at 0 %; with its t-interval (low end stopped at 0); given only when "
                             "every seed reaches it, reached_seeds of n_seeds did. Paper 2: the lower tiers alone "
                             "match the full run with ~45 % of its steps." + no_verdict if catch.height else
                      "No run on the full pool (strategy full) in this configuration: nothing to catch up with."),
