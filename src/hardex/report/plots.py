@@ -122,7 +122,7 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
                                .with_columns(pl.lit("").alias("strategy")), names) if reference is not None else None
         for i, model in enumerate(models):
             for j, task in enumerate(tasks):
-                ax = axes[i][j]
+                ax = grid[i * per_cell + j // cols][j % cols]
                 bench = benchmarks[task][0]
                 sub = curves.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
                 ax.set_title(f"{model} · {task}  ({bench})")
@@ -188,8 +188,11 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
     tiers = ["overall", *dict.fromkeys(sort_tiers(curves.filter(pl.col("tier") != "overall"))["tier"].to_list())]
     strategies = sorted(set(curves["strategy"]), key=strategy_sort_key)
     with plt.rc_context(_rc(st)):
-        fig, axes = plt.subplots(len(cells), len(tiers), squeeze=False, layout="constrained", sharey="row",
-                                 figsize=(st["panel_width"] * 0.8 * len(tiers), st["panel_height"] * len(cells) + 0.9))
+        # a model x task's panels wrap after `cols`: MATH's five levels and overall fit two rows of three
+        cols = min(len(tiers), 4)
+        per_cell = math.ceil(len(tiers) / cols)
+        fig, grid = plt.subplots(len(cells) * per_cell, cols, squeeze=False, layout="constrained",
+                                 figsize=(st["panel_width"] * 0.85 * cols, st["panel_height"] * 0.9 * len(cells) * per_cell + 0.9))
         used: dict[str, Any] = {}
         for i, (model, task) in enumerate(cells):
             bench = benchmarks[task][0]
@@ -197,11 +200,11 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
             full_steps = cell["full_steps"].drop_nulls()
             scale = 100 / int(full_steps[0]) if full_steps.len() and int(full_steps[0]) else None
             for j, tier in enumerate(tiers):
-                ax = axes[i][j]
+                ax = grid[i * per_cell + j // cols][j % cols]
                 sub = cell.filter(pl.col("tier") == tier)
                 ax.set_title(f"{model} · {task} · {'all tiers' if tier == 'overall' else f'tier {tier}'}")
                 ax.set_xlabel("% of the full run's steps" if scale else "training step")
-                if j == 0:
+                if j % cols == 0:
                     ax.set_ylabel("test accuracy (%)")
                 if sub.height == 0:
                     _no_data(ax, "no examples of this tier")
@@ -225,6 +228,12 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
                             100 * float(final["accuracy"].mean()), color=strategy_color(s, strategies), ls=":",
                             lw=1.3, label="full run's final accuracy")
                 ax.set_xlim(left=0)
+                lo, hi = ax.get_ylim()
+                if hi - lo < 10:  # flat curves: show at least 10 points, not a magnified 0.01
+                    mid = (hi + lo) / 2
+                    ax.set_ylim(max(-1.0, mid - 5), max(mid + 5, 9.0))
+            for j in range(len(tiers), per_cell * cols):
+                grid[i * per_cell + j // cols][j % cols].set_visible(False)
         order = [s for s in strategies if s in used] + [k for k in used if k not in strategies]
         _legend_below(fig, [used[k] for k in order], [used[k].get_label() for k in order])
         fig.suptitle("Test accuracy per difficulty tier during GRPO training (mean over seeds)")
@@ -403,7 +412,7 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
         used = {}
         for i, model in enumerate(models):
             for j, task in enumerate(tasks):
-                ax = axes[i][j]
+                ax = grid[i * per_cell + j // cols][j % cols]
                 ax.set_title(f"{model} · {task}")
                 ax.set_xlabel("training step")
                 ax.set_ylabel("groups with zero reward std (%)")
