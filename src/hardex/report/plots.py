@@ -122,7 +122,7 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
                                .with_columns(pl.lit("").alias("strategy")), names) if reference is not None else None
         for i, model in enumerate(models):
             for j, task in enumerate(tasks):
-                ax = grid[i * per_cell + j // cols][j % cols]
+                ax = axes[i][j]
                 bench = benchmarks[task][0]
                 sub = curves.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
                 ax.set_title(f"{model} · {task}  ({bench})")
@@ -412,7 +412,7 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
         used = {}
         for i, model in enumerate(models):
             for j, task in enumerate(tasks):
-                ax = grid[i * per_cell + j // cols][j % cols]
+                ax = axes[i][j]
                 ax.set_title(f"{model} · {task}")
                 ax.set_xlabel("training step")
                 ax.set_ylabel("groups with zero reward std (%)")
