@@ -73,6 +73,9 @@ def test_a_single_seed_gives_no_interval_and_no_verdict():
     assert rows["1"]["difference"] == pytest.approx(10.0) and rows["1"]["interval"] == "one seed: no interval"
     assert math.isnan(rows["1"]["difference_ci_low"]) and math.isnan(rows["1"]["difference_ci_high"])
     assert all(r["matches"] is None for r in rows.values())
+    # the catch-up share too: reached at its first checkpoint (step 20), with no interval at either end
+    assert rows["1"]["reached_seeds"] == 1 and rows["1"]["catch_up_pct"] == 20.0
+    assert math.isnan(rows["1"]["catch_up_ci_low"]) and math.isnan(rows["1"]["catch_up_ci_high"])
 
 
 def test_seeds_are_paired_by_number_when_both_sides_ran_them():

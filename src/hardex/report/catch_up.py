@@ -135,7 +135,7 @@ def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full",
                     "reached_seeds": len(shares),
                     "catch_up_pct": sum(shares) / len(shares) if every else None,
                     # a share below 0 means nothing: the interval stops at the base model
-                    "catch_up_ci_low": max(0.0, share_lo) if every else None,
+                    "catch_up_ci_low": (share_lo if math.isnan(share_lo) else max(0.0, share_lo)) if every else None,
                     "catch_up_ci_high": share_hi if every else None,
                 })
     return pl.DataFrame(rows, schema=CATCH_UP_SCHEMA)
