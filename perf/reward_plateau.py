@@ -81,13 +81,12 @@ def main() -> None:
         a, b = t_interval(w)
         print(f"  steps {lo + 1:>4}-{lo + len(w):<4} {sum(w) / len(w):.3f} [{a:.3f}, {b:.3f}]")
     print("slope of the reward from step s to the end (per 100 steps):")
-    flat = None
+    rising_throughout = True
     for s in range(1, last - 2 * args.window + 2, args.window):
         rest = steps.filter(pl.col("step") >= s)
         slope, a, b = slope_interval(rest["step"], rest["reward_mean"])
         print(f"  from {s:>4}: {slope:+.3f} [{a:+.3f}, {b:+.3f}]")
-        if flat is None and a <= 0 <= b:
-            flat = s
+        rising_throughout &= a > 0
     x, y = steps["step"].to_numpy().astype(float), steps["reward_mean"].to_numpy()
     fits = []
     for brk in range(5, last - args.window + 1, 5):
@@ -101,7 +100,7 @@ def main() -> None:
     print(f"rise then flat, best break s* = step {brk}: before it {rise:+.3f} [{r_lo:+.3f}, {r_hi:+.3f}] per 100 "
           f"steps, mean {before['reward_mean'].mean():.3f}; after it {slope:+.3f} [{a:+.3f}, {b:+.3f}], "
           f"mean {after['reward_mean'].mean():.3f}")
-    if flat is None:
+    if rising_throughout:
         print(f"still rising at step {last}: the slope to the end is above 0 from every start")
 
 

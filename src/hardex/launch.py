@@ -16,7 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: grpo.distributed: the accelerate config of TRL's that each names
+#: grpo.distributed: the accelerate config of TRL's that each names, in order of how much of the training
+#: state each process keeps (hardex.memory_plan reads the order)
 STRATEGIES = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
 
 

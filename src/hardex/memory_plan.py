@@ -28,6 +28,9 @@ from typing import Any
 
 from hardex.architectures import config_of, count_parameters
 from hardex.generation.sampling import Sampling
+# grpo.distributed, in order of how much of the training state each process keeps: data parallel (all of it),
+# ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
+from hardex.launch import STRATEGIES as DISTRIBUTED
 
 GIB = 2**30
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -46,9 +49,6 @@ ROLLOUT_MAX_BATCH_PROMPTS = 256
 HF_KV_SHARE = 0.7
 #: TRL's fused log-prob head (trl.kernels.chunked_logprob): tokens x vocabulary entries per projection tile
 FUSED_TILE = (4096, 32768)
-#: grpo.distributed by how much of the training state each process keeps: from data parallel (all of it), to
-#: ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
-STRATEGIES_SHARDING = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
 #: float32 tiles the fused head's torch fallback (devices without Triton: a CPU) holds at its backward's peak:
 #: z, log p, p, the gradient and two temporaries of its expression, besides the projection tile (read in
 #: trl.kernels.chunked_logprob._backward_tile)
@@ -398,8 +398,7 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     # what each of several processes keeps of the full-fine-tuning state: ZeRO 1 shards the optimizer's
     # states, ZeRO 2 also the gradients, ZeRO 3 and FSDP also the weights; data parallel keeps it all
     shard = {k: (processes if strategy in sharded else 1) for k, sharded in
-             (("optimizer", STRATEGIES_SHARDING[1:]), ("gradients", STRATEGIES_SHARDING[2:]),
-              ("weights", STRATEGIES_SHARDING[3:]))}
+             (("optimizer", DISTRIBUTED[1:]), ("gradients", DISTRIBUTED[2:]), ("weights", DISTRIBUTED[3:]))}
     completion = grpo["max_completion_length"]
     seq = prompt_tokens + completion
     notes = [f"micro-batch {micro} sequences of {seq} tokens ({prompt_tokens} prompt + {completion} completion)"]

@@ -33,6 +33,8 @@ from hardex.metrics import learnable_pct
 from hardex.quantization import quantization_config
 from hardex.tracking import tracker_args
 
+STEP_RECORD = "steps.jsonl"  # beside the checkpoints: one JSON line per step, appended as it ends
+
 STEP_COLUMNS = {
     "step": pl.Int64,
     "reward_mean": pl.Float64,
@@ -420,7 +422,7 @@ def train_grpo(
     steps_total = run_steps(g, len(rows))
     rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written
     ckpt_dir = run_dir / "checkpoints"
-    record = ckpt_dir / "steps.jsonl"
+    record = ckpt_dir / STEP_RECORD
     computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED}
     tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": computed, "seed": seed,
                          "data": [(r["prompt"], r["answer"]) for r in rows]})
@@ -529,7 +531,7 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[_step_recorder(ckpt_dir / "steps.jsonl", counts)],
+        callbacks=[_step_recorder(ckpt_dir / STEP_RECORD, counts)],
         rollout_func=rollouts,
     )
     try:

@@ -91,18 +91,18 @@ def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full",
     step 0 of every curve. Empty when no run used the `full` strategy.
     """
     rows: list[dict] = []
-    for (model, task, bench), grp in runs.group_by(["model", "task", "benchmark"], maintain_order=True):
-        own_base = None if base is None else base.filter(
-            (pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
-        full_final = final_accuracy(accuracy_curve(grp.filter(pl.col("strategy") == full)))
+    curves = tier_curves(runs, base, full)
+    cells = curves.group_by(["model", "task", "benchmark"], maintain_order=True) if curves.height else []
+    for (model, task, bench), cell in cells:
+        full_final = final_accuracy(cell.filter(pl.col("strategy") == full))
         if full_final.height == 0:
             continue
-        full_steps = int(full_final["steps"].max())
+        full_steps = int(cell["full_steps"][0])
         tiers = sort_tiers(full_final.filter(pl.col("tier") != OVERALL).select("tier").unique())["tier"].to_list()
-        for strategy in dict.fromkeys(grp["strategy"].to_list()):
+        for strategy in dict.fromkeys(cell["strategy"].to_list()):
             if strategy == full:
                 continue
-            curve = accuracy_curve(_with_base(grp.filter(pl.col("strategy") == strategy), own_base))
+            curve = cell.filter(pl.col("strategy") == strategy)
             mine = final_accuracy(curve)
             steps = int(mine["steps"].max())
             for tier in [OVERALL, *tiers]:

@@ -98,6 +98,14 @@ def _integer_steps(ax) -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def _at_least_ten_points(ax) -> None:
+    """Flat accuracy curves (in %): show at least 10 points, not a magnified 0.01."""
+    lo, hi = ax.get_ylim()
+    if hi - lo < 10:
+        mid = (hi + lo) / 2
+        ax.set_ylim(max(-1.0, mid - 5), max(mid + 5, 9.0))
+
+
 # ---- Figure 2 of paper 1: accuracy over training -----------------------------------------------------
 
 
@@ -161,10 +169,7 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
                                                             label="published run (dotted)")
                 ax.set_xlim(left=0)
                 _integer_steps(ax)
-                lo, hi = ax.get_ylim()
-                if hi - lo < 10:  # flat curves: show at least 10 points, not a magnified 0.01
-                    mid = (hi + lo) / 2
-                    ax.set_ylim(max(-1.0, mid - 5), max(mid + 5, 9.0))
+                _at_least_ten_points(ax)
         order = [s for s in strategies if s in used] + [k for k in used if k not in strategies]
         _legend_below(fig, [used[k] for k in order], [used[k].get_label() for k in order])
         fig.suptitle("Test accuracy during GRPO training, per selection strategy")
@@ -188,7 +193,7 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
     tiers = ["overall", *dict.fromkeys(sort_tiers(curves.filter(pl.col("tier") != "overall"))["tier"].to_list())]
     strategies = sorted(set(curves["strategy"]), key=strategy_sort_key)
     with plt.rc_context(_rc(st)):
-        # a model x task's panels wrap after `cols`: MATH's five levels and overall fit two rows of three
+        # a model x task's panels wrap after `cols`: MATH's five levels and overall take two rows of four
         cols = min(len(tiers), 4)
         per_cell = math.ceil(len(tiers) / cols)
         fig, grid = plt.subplots(len(cells) * per_cell, cols, squeeze=False, layout="constrained",
@@ -228,10 +233,7 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
                             100 * float(final["accuracy"].mean()), color=strategy_color(s, strategies), ls=":",
                             lw=1.3, label="full run's final accuracy")
                 ax.set_xlim(left=0)
-                lo, hi = ax.get_ylim()
-                if hi - lo < 10:  # flat curves: show at least 10 points, not a magnified 0.01
-                    mid = (hi + lo) / 2
-                    ax.set_ylim(max(-1.0, mid - 5), max(mid + 5, 9.0))
+                _at_least_ten_points(ax)
             for j in range(len(tiers), per_cell * cols):
                 grid[i * per_cell + j // cols][j % cols].set_visible(False)
         order = [s for s in strategies if s in used] + [k for k in used if k not in strategies]
