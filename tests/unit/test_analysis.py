@@ -230,6 +230,22 @@ def test_tier_table_is_wide_per_strategy(results):
     assert t.filter(pl.col("task") == "t1")["benchmark"][0] == "t1/test"  # in-distribution first
 
 
+def test_tier_table_counts_each_question_once_whatever_the_seeds():
+    # the base model is evaluated once per run seed: 3 seeds x 4 questions of a tier are still 4 questions,
+    # and the base accuracy is each question's mean over those evaluations
+    def rows(strategy, seed, right):
+        return [{"model": "m", "task": "t", "benchmark": "t/test", "strategy": strategy, "seed": seed, "step": 10,
+                 "id": f"{tier}-{i}", "tier": tier, "n": 1, "n_correct": int(right(seed, i))}
+                for tier in ("1", "2") for i in range(4)]
+    runs = pl.DataFrame([r for s in (0, 1, 2) for r in rows("full", s, lambda seed, i: i < 2)])
+    base = pl.DataFrame([r for s in (0, 1, 2) for r in rows("base", s, lambda seed, i: i <= seed)]) \
+        .drop("strategy", "step")
+    t = tables.tier_table(loading.Results(runs, base, loading.load_steps([]), {"t": ["t/test"]}))
+    assert t["n_examples"].to_list() == [4, 4]  # not 12
+    assert t["base"].to_list() == pytest.approx([50.0, 50.0])  # 1, 2 and 3 of 4 right: 6 of 12
+    assert t["full"].to_list() == pytest.approx([50.0, 50.0])
+
+
 def test_tiers_sort_as_numbers_everywhere():
     from hardex.metrics import accuracy_by_tier
     from hardex.report.catch_up import catch_up_table
@@ -259,7 +275,10 @@ def test_catch_up_table_in_the_report(results, one_seed):
     assert hard["tier"].to_list() == ["overall", "1", "2", "3"]
     r = hard.row(0, named=True)  # final 80 % against 60 %, both after 4 steps
     assert (r["accuracy"], r["full_accuracy"], r["difference"], r["share_pct"]) == pytest.approx((80, 60, 20, 100))
-    assert r["interval"] == "one seed: no interval" and r["matches"] is None and "no interval" in note
+    assert r["interval"] == "one seed: no interval" and r["equivalent"] == "not shown" and "no interval" in note
+    assert r["full_gain"] > 0 and "first_crossing_share" in catch.columns and "catch_up_pct" not in catch.columns
+    # report.equivalence_margin reaches the table
+    assert set(tables.build_tables(full, probes, subsets, n_boot=50, margin=7.5)["catch_up"][0]["margin"]) == {7.5}
     assert "No run on the full pool" in tables.build_tables(results, probes, subsets, n_boot=50)["catch_up"][1]
 
 

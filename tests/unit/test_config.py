@@ -61,6 +61,12 @@ CASES = [
     ("selection.budget", float("nan"), "selection.budget: nan is not a finite number"),
     ("models.tiny.size_b", float("inf"), "models.tiny.size_b: inf is not a finite number"),
     ("report", {"ci_level": float("nan")}, "report.ci_level: nan is not a finite number"),
+    # the catch-up table's equivalence margin: a positive finite number of points
+    ("report", {"equivalence_margin": 0}, "report.equivalence_margin: 0 is out of range; must be > 0 and <= 100"),
+    ("report", {"equivalence_margin": -5}, "report.equivalence_margin: -5 is out of range; must be > 0"),
+    ("report", {"equivalence_margin": "5 points"}, "report.equivalence_margin: '5 points' has the wrong type"),
+    ("report", {"equivalence_margin": float("nan")}, "report.equivalence_margin: nan is not a finite number"),
+    ("report", {"equivalence_margin": float("inf")}, "report.equivalence_margin: inf is not a finite number"),
     # what a job would find out after compute started, known at planning time
     ("selection.budget", 0.001, "tasks.swaps: strategy 'hard': budget 0.001 of a pool of 40 selects no example"),
     ("datasets.swaps.splits.pool.people", [5, 3], "datasets.swaps.splits.pool.people: [5, 3] must be [low, high]"),

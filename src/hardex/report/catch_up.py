@@ -1,21 +1,33 @@
-"""Paper 2's catch-up: does a run on part of the pool match the run on the full pool, in fewer steps?
+"""Paper 2's catch-up: does a run on part of the pool end as accurate as the run on the full pool,
+with a fraction of its steps?
 
 Paper 2 ("Limits of Difficulty Scaling") trains GRPO on the lower tiers only (e.g. MATH levels 1-3),
-with an epoch-based budget that is therefore smaller than the full run's, and reports that this
-matches the full-data run's accuracy across tiers "with ~45 % of the training steps". So each
-strategy is compared with the `full` run at the end of both runs, per model x task x benchmark,
-overall and per tier:
+one epoch of that smaller subset, and reports that this "matches full-dataset accuracy across
+difficulty tiers while using only ~45 % training steps", to be confirmed by paired tests over seeds.
+Read that way the claim has two parts, a step share and an equivalence of final accuracies, and that
+is what `catch_up_table` measures for every strategy against the `full` run, per model x task x
+benchmark, overall and per tier:
 
-- steps: each run's last checkpoint step; share_pct = 100 x steps / the full run's steps;
-- accuracy: each run's final accuracy (%), mean over seeds; base_accuracy: the base model's;
-- difference: strategy minus full (points), with a t-interval across seeds: paired by seed number when
-  both ran the same seeds, Welch's otherwise, none when a side has a single seed;
-- matches: the interval's upper end >= 0 (not shown worse than the full run); null without an interval;
-- catch-up: the first checkpoint (the base model counting as step 0) at which a run's accuracy reaches
-  the full run's final accuracy of the same seed (of the full run's mean when the seeds differ), as a
-  share of the full run's steps: catch_up_pct is the mean over seeds with a t-interval, given only when
-  every seed reaches it (reached_seeds says how many did). Paper 2's "~45 % of the steps" is this share.
-  A full run that ends no better than the base model is caught up with at 0 %: there was nothing to learn.
+- share_pct (the headline): 100 x the run's own steps (its last checkpoint: one epoch of its data)
+  / the full run's steps;
+- equivalent: is the run's FINAL accuracy equivalent to the full run's final accuracy within
+  +- `margin` points (`report.equivalence_margin`)? Two one-sided tests at alpha = 1 - level, in
+  their interval form: the (1 - 2 alpha) t-interval of the difference (run minus full, in points;
+  paired by seed number when both sides ran the same seeds, Welch's otherwise) lies inside
+  [-margin, +margin]: "yes"; lies wholly outside it (a difference beyond the margin is shown): "no";
+  otherwise, or with no interval (a single seed on a side): "not shown";
+- full_gain: the full run's final accuracy minus the base model's (points, paired by seed, with its
+  `level` t-interval). A full run that does not gain over the base model has taught nothing a shorter
+  run could match "in fewer steps": where its mean gain is <= 0, or its interval reaches 0, the row's
+  equivalent says "full run does not gain over base" and the row has no share and no first crossing.
+  With a single seed only the mean decides (and the verdict is "not shown" anyway); without a base
+  evaluation the gain is unknown and not checked;
+- first_crossing_share (secondary, not paper 2's measure): the first checkpoint, the base model
+  counting as step 0, at which the run's accuracy reaches the full run's final accuracy of the same
+  seed (of the full runs' mean when the seeds differ), as a share of the full run's steps; mean over
+  seeds with a `level` t-interval, given only when every seed reaches it (reached_seeds say how many).
+  It measures how early a run crosses, not whether it ends level, so a run that crosses once and then
+  falls back still scores early.
 """
 
 from __future__ import annotations
@@ -28,14 +40,38 @@ from hardex.metrics import accuracy_by_tier, sort_tiers
 from hardex.report.statistics import seed_difference, t_interval
 
 OVERALL = "overall"  # the tier value of the rows over every test example
+EQUIVALENCE_MARGIN = 5.0  # points: report.equivalence_margin's default
+NOT_SHOWN = "not shown"
+NO_GAIN = "full run does not gain over base"
+SLACK = 1e-9  # equal accuracies must compare equal despite float rounding
 
 CATCH_UP_SCHEMA = {
     "model": pl.Utf8, "task": pl.Utf8, "benchmark": pl.Utf8, "strategy": pl.Utf8, "tier": pl.Utf8,
     "n_examples": pl.Int64, "n_seeds": pl.Int64, "steps": pl.Int64, "full_steps": pl.Int64, "share_pct": pl.Float64,
-    "base_accuracy": pl.Float64, "accuracy": pl.Float64, "full_accuracy": pl.Float64, "difference": pl.Float64,
-    "difference_ci_low": pl.Float64, "difference_ci_high": pl.Float64, "interval": pl.Utf8, "matches": pl.Boolean,
-    "reached_seeds": pl.Int64, "catch_up_pct": pl.Float64, "catch_up_ci_low": pl.Float64, "catch_up_ci_high": pl.Float64,
+    "base_accuracy": pl.Float64, "accuracy": pl.Float64, "full_accuracy": pl.Float64,
+    "full_gain": pl.Float64, "full_gain_ci_low": pl.Float64, "full_gain_ci_high": pl.Float64,
+    "difference": pl.Float64, "difference_ci_low": pl.Float64, "difference_ci_high": pl.Float64, "interval": pl.Utf8,
+    "margin": pl.Float64, "equivalent": pl.Utf8, "reached_seeds": pl.Int64, "first_crossing_share": pl.Float64,
+    "first_crossing_ci_low": pl.Float64, "first_crossing_ci_high": pl.Float64,
 }
+
+
+def equivalence_verdict(low: float, high: float, margin: float) -> str:
+    """"yes" when the interval [low, high] of a difference lies inside [-margin, margin], "no" when it
+    lies wholly outside, "not shown" when it straddles an end of the margin or is missing (NaN)."""
+    if math.isnan(low) or math.isnan(high):
+        return NOT_SHOWN
+    if low >= -margin - SLACK and high <= margin + SLACK:
+        return "yes"
+    if high < -margin - SLACK or low > margin + SLACK:
+        return "no"
+    return NOT_SHOWN
+
+
+def full_run_gains(gain: float, low: float) -> bool:
+    """Whether the full run gains over the base model: mean gain > 0 and, when it has an interval,
+    the interval's low end > 0."""
+    return gain > SLACK and (math.isnan(low) or low > SLACK)
 
 
 def accuracy_curve(outcomes: pl.DataFrame) -> pl.DataFrame:
@@ -81,20 +117,28 @@ def _with_base(outcomes: pl.DataFrame, base: pl.DataFrame | None) -> pl.DataFram
 
 
 def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full",
-                   base: pl.DataFrame | None = None) -> pl.DataFrame:
+                   base: pl.DataFrame | None = None, margin: float = EQUIVALENCE_MARGIN) -> pl.DataFrame:
     """Every strategy against the `full` run, per model x task x benchmark: one row overall, then one
     per tier (in tier order), with the columns of CATCH_UP_SCHEMA (accuracies and shares in %,
-    differences in points; see the module's docstring).
+    differences and margin in points). The module's docstring defines each: share_pct and equivalent
+    are paper 2's claim; first_crossing_share is a secondary view.
 
     `runs` is report.loading.Results.runs (per-example outcomes with model, task, strategy, seed, step,
     benchmark, tier, n, n_correct); `base` is Results.base, the base model's outcomes, which count as
-    step 0 of every curve. Empty when no run used the `full` strategy.
+    step 0 of every curve and give the full run's gain. `level`: the full run's gain interval and the
+    first crossing's; the equivalence interval is at 1 - 2 (1 - level) (0.90 for 0.95). Empty when no
+    run used the `full` strategy.
     """
+    if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
+        raise ValueError(f"report.equivalence_margin: {margin!r} is not a positive finite number of points")
+    tost_level = max(0.0, 1 - 2 * (1 - level))  # two one-sided tests at alpha = 1 - level
     rows: list[dict] = []
     curves = tier_curves(runs, base, full)
+    has_base = base is not None and base.height > 0
     cells = curves.group_by(["model", "task", "benchmark"], maintain_order=True) if curves.height else []
     for (model, task, bench), cell in cells:
-        full_final = final_accuracy(cell.filter(pl.col("strategy") == full))
+        full_curve = cell.filter(pl.col("strategy") == full)
+        full_final = final_accuracy(full_curve)
         if full_final.height == 0:
             continue
         full_steps = int(cell["full_steps"][0])
@@ -111,34 +155,60 @@ def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full",
                     continue
                 full_by_seed = dict(zip(b["seed"], b["accuracy"]))
                 diff, lo, hi, how = seed_difference(dict(zip(a["seed"], 100 * a["accuracy"])),
-                                                    {s: 100 * v for s, v in full_by_seed.items()}, level)
-                # catch-up per seed: against the same seed's full run when both ran it, else the full runs' mean
-                same_seeds = sorted(full_by_seed) == sorted(a["seed"].to_list())
-                shares = []
-                for seed in a["seed"].to_list():
-                    target = full_by_seed[seed] if same_seeds else float(b["accuracy"].mean())
-                    at = catch_up_step(curve.filter((pl.col("seed") == seed) & (pl.col("tier") == tier)), target)
-                    if at is not None:
-                        shares.append(100 * at / full_steps)
-                every = len(shares) == a.height
+                                                    {s: 100 * v for s, v in full_by_seed.items()}, tost_level)
+                if how.endswith("seeds"):
+                    how += f", {round(100 * tost_level)} %"
+                gain, gain_lo, gain_hi = _full_gain(full_curve.filter(pl.col("tier") == tier), level) if has_base \
+                    else (None, math.nan, math.nan)
+                gains = gain is None or full_run_gains(gain, gain_lo)
+                crossing = _first_crossing(curve.filter(pl.col("tier") == tier), a, b, full_steps, level)
                 at_base = curve.filter((pl.col("step") == 0) & (pl.col("tier") == tier))["accuracy"]
-                share_lo, share_hi = t_interval(shares, level) if every else (math.nan, math.nan)
                 rows.append({
                     "model": model, "task": task, "benchmark": bench, "strategy": strategy, "tier": tier,
                     "n_examples": int(b["n_examples"].max()), "n_seeds": a.height, "steps": steps,
-                    "full_steps": full_steps, "share_pct": 100 * steps / full_steps if full_steps else None,
+                    "full_steps": full_steps,
+                    "share_pct": 100 * steps / full_steps if full_steps and gains else None,
                     "base_accuracy": 100 * float(at_base.mean()) if at_base.len() else None,
                     "accuracy": 100 * float(a["accuracy"].mean()), "full_accuracy": 100 * float(b["accuracy"].mean()),
+                    "full_gain": gain, "full_gain_ci_low": gain_lo, "full_gain_ci_high": gain_hi,
                     "difference": diff, "difference_ci_low": lo, "difference_ci_high": hi, "interval": how,
-                    # a hair of slack: identical accuracies must match despite float rounding
-                    "matches": None if math.isnan(hi) else hi >= -1e-9,
-                    "reached_seeds": len(shares),
-                    "catch_up_pct": sum(shares) / len(shares) if every else None,
-                    # a share below 0 means nothing: the interval stops at the base model
-                    "catch_up_ci_low": (share_lo if math.isnan(share_lo) else max(0.0, share_lo)) if every else None,
-                    "catch_up_ci_high": share_hi if every else None,
+                    "margin": float(margin), "equivalent": equivalence_verdict(lo, hi, margin) if gains else NO_GAIN,
+                    "reached_seeds": crossing[0],
+                    **dict(zip(("first_crossing_share", "first_crossing_ci_low", "first_crossing_ci_high"),
+                               crossing[1:] if gains else (None, None, None))),
                 })
     return pl.DataFrame(rows, schema=CATCH_UP_SCHEMA)
+
+
+def _full_gain(full_curve: pl.DataFrame, level: float) -> tuple[float | None, float, float]:
+    """The full run's final accuracy minus the base model's (step 0 of the same seed's curve), in points:
+    (mean over seeds, t-interval low, high; NaN bounds with one seed; None, NaN, NaN without a step 0).
+    One tier's curve."""
+    start = full_curve.filter(pl.col("step") == 0).select("seed", pl.col("accuracy").alias("_base"))
+    ends = final_accuracy(full_curve).join(start, on="seed")
+    per_seed = (100 * (ends["accuracy"] - ends["_base"])).to_list()
+    lo, hi = t_interval(per_seed, level)
+    return (sum(per_seed) / len(per_seed), lo, hi) if per_seed else (None, math.nan, math.nan)
+
+
+def _first_crossing(curve: pl.DataFrame, mine: pl.DataFrame, full_final: pl.DataFrame, full_steps: int,
+                    level: float) -> tuple[int, float | None, float | None, float | None]:
+    """(seeds that reach it, mean share %, interval low, high) of one tier's first crossing of the full
+    run's final accuracy; the mean and interval None unless every seed reaches it."""
+    full_by_seed = dict(zip(full_final["seed"], full_final["accuracy"]))
+    # against the same seed's full run when both ran it, else the full runs' mean
+    same_seeds = sorted(full_by_seed) == sorted(mine["seed"].to_list())
+    shares = []
+    for seed in mine["seed"].to_list():
+        target = full_by_seed[seed] if same_seeds else float(full_final["accuracy"].mean())
+        at = catch_up_step(curve.filter(pl.col("seed") == seed), target)
+        if at is not None:
+            shares.append(100 * at / full_steps)
+    if len(shares) < mine.height:
+        return len(shares), None, None, None
+    lo, hi = t_interval(shares, level)
+    # a share below 0 means nothing: the interval stops at the base model
+    return len(shares), sum(shares) / len(shares), (lo if math.isnan(lo) else max(0.0, lo)), hi
 
 
 def tier_curves(runs: pl.DataFrame, base: pl.DataFrame | None = None, full: str = "full") -> pl.DataFrame:

@@ -185,8 +185,8 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
     tier after "overall"; x is the share of the full run's steps, so a run on one tier ends early.
 
     `curves` is `report.catch_up.tier_curves` on the task's first benchmark. Lines: the mean over seeds
-    per strategy; a dotted line: the full run's final accuracy, which paper 2's catch-up asks each run
-    to reach; a dashed one: the base model. Without a full run, x is the training step.
+    per strategy; a dotted line: the full run's final accuracy, against which the catch_up table tests
+    each run's final accuracy for equivalence; a dashed one: the base model. Without a full run, x is the training step.
     """
     st = _style(style)
     cells = list(dict.fromkeys(zip(curves["model"].to_list(), curves["task"].to_list())))

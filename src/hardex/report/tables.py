@@ -14,7 +14,7 @@ import polars as pl
 
 from hardex.metrics import accuracy_by_tier, expected_mixed, learnable_pct, sort_tiers, summarize
 from hardex.report import AnalysisError
-from hardex.report.catch_up import catch_up_table
+from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
 from hardex.report.reference import with_reference
 from hardex.report.loading import Results, load_overlaps
 from hardex.report.statistics import bootstrap_mean_interval, regression, t_interval
@@ -215,15 +215,25 @@ def _bench_index(res: Results) -> pl.Expr:
     return pl.col("benchmark").replace_strict(order, default=len(order), return_dtype=pl.Int64).alias("_bench")
 
 
+def base_per_question(base: pl.DataFrame) -> pl.DataFrame:
+    """The base model's outcomes with one row per question: the base is evaluated once per run seed, so
+    each question's accuracy is averaged over those evaluations (n = 1, n_correct that fraction) and a
+    tier of 20 questions counts 20 examples however many seeds there are."""
+    keys = [c for c in ("model", "task", "benchmark", "id", "tier") if c in base.columns]
+    return base.group_by(keys, maintain_order=True).agg(
+        (pl.col("n_correct") / pl.col("n")).mean().alias("n_correct")).with_columns(pl.lit(1).alias("n"))
+
+
 def tier_table(res: Results) -> pl.DataFrame:
     """Accuracy (%) per difficulty tier: the base model and each strategy's final checkpoint.
 
     One row per model x task x benchmark x tier, one column per strategy (mean over seeds), so
-    the stratified view reads across; benchmarks without tiers are absent.
+    the stratified view reads across; benchmarks without tiers are absent. n_examples: the tier's
+    questions, each counted once (the base model's evaluations of every seed averaged per question).
     """
     key = ["model", "task", "benchmark"]
     parts = []
-    for (model, task, bench), grp in res.base.group_by(key, maintain_order=True):
+    for (model, task, bench), grp in base_per_question(res.base).group_by(key, maintain_order=True):
         t = accuracy_by_tier(grp.with_columns(pl.lit(0).alias("step")))
         parts.append(t.select(pl.lit(model).alias("model"), pl.lit(task).alias("task"), pl.lit(bench).alias("benchmark"),
                               "tier", "n_examples", pl.lit("base").alias("strategy"), "accuracy"))
@@ -430,7 +440,7 @@ TABLES = {
     "tier_accuracy": "Accuracy per difficulty tier, base model and final checkpoint",
     "pool_pass_rates": "Pass-rate distribution of the training pool",
     "subset_pass_rates": "Pass rates of each selected subset",
-    "catch_up": "Final accuracy against the full-pool run's, and the share of its steps at which each run reaches it (paper 2's catch-up)",
+    "catch_up": "Share of the full-pool run's steps, and whether final accuracy is equivalent to that run's (paper 2's catch-up)",
     "data_overlap": "Pool against benchmarks: questions in both",
     "rollout_budget": "Rollouts and tokens generated per strategy, probing included, against its gain",
 }
@@ -439,9 +449,11 @@ TABLES = {
 def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, level: float = 0.95,
                  n_boot: int = 2000, seed: int = 0, ref: pl.DataFrame | None = None,
                  names: dict | None = None, generations: dict[str, int] | None = None,
-                 overlaps: pl.DataFrame | None = None) -> dict[str, tuple[pl.DataFrame, str]]:
+                 overlaps: pl.DataFrame | None = None,
+                 margin: float = EQUIVALENCE_MARGIN) -> dict[str, tuple[pl.DataFrame, str]]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
-    the learnable % expected from the probe beside the measured one when `generations` (model -> G) is."""
+    the learnable % expected from the probe beside the measured one when `generations` (model -> G) is;
+    `margin`: report.equivalence_margin, in points, of the catch-up table's equivalence test."""
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
     gains = gain_table(res, level, n_boot, seed, summary)
@@ -452,10 +464,11 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     pool = pool_distribution(probes)
     subs = subset_pass_rates(probes, subsets, generations)
     budget = rollout_budget(gains, res.steps, probes)
-    catch = catch_up_table(res.runs, level, base=res.base).with_row_index("_row")  # strategies in paper order, rows kept
-    catch = _order(catch, ["model", "task", "strategy", "_row"]).drop("_row")
-    no_verdict = (" Rows with a single seed on a side have no interval, so matches is empty: run several seeds "
-                  "to tell a match from noise." if catch["matches"].null_count() else "")
+    tost_pct, alpha = f"{round(100 * max(0.0, 1 - 2 * (1 - level)))} %", f"{1 - level:.3g}"
+    catch = catch_up_table(res.runs, level, base=res.base, margin=margin).with_row_index("_row")
+    catch = _order(catch, ["model", "task", "strategy", "_row"]).drop("_row")  # strategies in paper order, rows kept
+    no_verdict = (" Rows with a single seed on a side have no interval, so equivalence is not shown: run several "
+                  "seeds to tell a match from noise." if catch["difference_ci_low"].is_nan().any() else "")
     expected_note = ""
     if generations is not None:
         learn = learn.join(subs.select(*CELL_KEYS, "expected_learnable_pct"), on=CELL_KEYS, how="left")
@@ -492,18 +505,23 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         "subset_pass_rates": (subs, "Size and pass rates of the pool and of each selected subset; learnable_examples: "
                                     "those with 0 < pass rate < 1 (mean over seeds), the only ones whose GRPO groups "
                                     "can mix rewards." + expected_note + ties_note(subs)),
-        "catch_up": (catch, "Each strategy against the run on the full pool (strategy full), at the end of both, on "
-                            "each benchmark, overall and per tier. steps: the run's last checkpoint; share_pct = 100 x "
-                            "steps / the full run's steps. accuracy, full_accuracy: final accuracy in % (mean over "
-                            f"seeds); difference: strategy minus full in points, with its {pct} t-interval across "
-                            "seeds (paired by seed number when both ran the same seeds, Welch's otherwise; none with "
-                            "one seed); matches: the interval's upper end >= 0, i.e. not shown worse than the full run "
-                            "(empty without an interval). catch_up_pct: the share of the full run's steps (mean over seeds) "
-                            "at which the run first reaches the full run's final accuracy of the same seed, the base "
-                            "model (base_accuracy) counting as step 0, so a full run that ends below the base model is "
-                            "caught up with at 0 %; with its t-interval (low end stopped at 0); given only when "
-                            "every seed reaches it, reached_seeds of n_seeds did. Paper 2: the lower tiers alone "
-                            "match the full run with ~45 % of its steps." + no_verdict if catch.height else
+        "catch_up": (catch, "Each strategy against the run on the full pool (strategy full), on each benchmark, "
+                            "overall and per tier: paper 2's claim that the lower tiers alone match the full run's "
+                            "accuracy with ~45 % of its steps, read as a step share and an equivalence. share_pct = 100 "
+                            "x steps (the run's own last checkpoint: all its training) / full_steps. accuracy, "
+                            "full_accuracy: final accuracy in % (mean over seeds). difference: run minus full, in "
+                            f"points, with its {tost_pct} t-interval (paired by seed number when both ran the same "
+                            "seeds, Welch's otherwise; none with one seed). equivalent: two one-sided tests at "
+                            f"alpha = {alpha}: yes when that interval lies inside [-margin, +margin] "
+                            "(report.equivalence_margin, points), no when it lies wholly outside (a difference "
+                            "beyond the margin), not shown otherwise or without an interval. full_gain: the full "
+                            f"run's final minus the base model's accuracy (base_accuracy), paired by seed, with its "
+                            f"{pct} t-interval; where its mean is <= 0 or its interval reaches 0 the row says "
+                            f"'{NO_GAIN}' and gives no share and no first crossing. first_crossing_share "
+                            "(secondary, not paper 2's measure): the share of the full run's steps at which the run "
+                            "first reaches the full run's final accuracy of the same seed, the base model counting as "
+                            f"step 0 (mean over seeds, {pct} t-interval, low end stopped at 0; given only when every "
+                            "seed reaches it, reached_seeds of n_seeds did)." + no_verdict if catch.height else
                      "No run on the full pool (strategy full) in this configuration: nothing to catch up with."),
         "data_overlap": (overlaps if overlaps is not None else load_overlaps([]),
                          "Questions of each benchmark that are also in the task's pool: exact, and only after "
