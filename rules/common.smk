@@ -23,7 +23,7 @@ from hardex.architectures import KEPT as ARCHITECTURES
 from hardex.memory_plan import check_plan_or_exit
 from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
-from hardex.selection import offline_strategy, parse_tier_strategy
+from hardex.selection import offline_strategy, parse_tier_strategy, run_strategy_parts
 from hardex.report.reference import reference_path
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
@@ -47,7 +47,7 @@ TASKS = list(config["tasks"])
 STRATEGIES = config["selection"]["strategies"]  # each a subset
 RUN_STRATEGIES = run_strategies(
     config
-)  # each a training run: the subsets', and <strategy>_online
+)  # each a training run: the subsets', <strategy>_online and <strategy>_<control>
 SEEDS = config["seeds"]
 # runs that may train on a subset without a learnable example (hardex.learnability)
 ALLOW_UNLEARNABLE = config["selection"]["allow_unlearnable"]
@@ -84,6 +84,15 @@ def run_subset(wildcards):
     """The subset a run trains on: its strategy's (a <strategy>_online run: <strategy>'s)."""
     strategy = offline_strategy(wildcards.strategy)[0]
     return layout.fill(layout.SUBSET, **dict(wildcards.items(), strategy=strategy))
+
+
+def allows_unlearnable(wildcards):
+    """Whether a run may train on a subset without a learnable example: it is listed in
+    selection.allow_unlearnable, or it is a control of a strategy listed there (the same subset)."""
+    subset, _, control = run_strategy_parts(wildcards.strategy)
+    return wildcards.strategy in ALLOW_UNLEARNABLE or (
+        control is not None and subset in ALLOW_UNLEARNABLE
+    )
 
 
 def pool_file(wildcards):

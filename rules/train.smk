@@ -27,7 +27,7 @@ rule train:
         family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         grpo=lambda w: run_grpo_settings(config, w.model, w.strategy),
-        allow_unlearnable=lambda w: w.strategy in ALLOW_UNLEARNABLE,
+        allow_unlearnable=allows_unlearnable,
         run_dir=fill(layout.RUN_DIR),
     script:
         "../scripts/train.py"

@@ -5,8 +5,10 @@ from pathlib import Path
 # the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from hardex.controls import control_rows, reward_line, run_reward
 from hardex.io import read_parquet
 from hardex.learnability import check_learnable
+from hardex.selection import run_strategy_parts
 from hardex.tasks import get_task
 from hardex.training import subset_rows, task_reward, train_grpo
 from hardex.workflow import job_log, job_model, renderer, set_threads, work_identity
@@ -21,18 +23,23 @@ with job_log(snakemake) as log:
                        renderer(p["path"], p["chat"]))
     log(f"{len(rows)} training examples, steps of {g['prompts_per_step']} prompts x "
         f"{g['num_generations']} generations, rollouts sampled by {g['rollouts']}")
+    # a control run (selection.controls) trains on its strategy's subset with another reward (hardex.controls)
+    control = run_strategy_parts(snakemake.wildcards.strategy)[2]
+    rows, note = control_rows(control, rows, int(snakemake.wildcards.seed))
+    log(reward_line(control, g["reward_scale"]) + (f"; {note}" if note else ""))
     train_grpo(
         p["path"],
         rows,
-        task_reward(task, g["reward_scale"]),
+        run_reward(control, task, g["reward_scale"], task_reward),
         g,
         int(snakemake.wildcards.seed),
         Path(snakemake.params.run_dir),
         Path(snakemake.output.final),
         Path(snakemake.output.steps),
-        identity=work_identity(p, task),
+        identity=work_identity(p, task) | ({"control": control} if control else {}),
         log=log,
         run_name="{model}/{task}/{strategy}/seed{seed}".format(**dict(snakemake.wildcards)),
         # what the processes of a run trained in several (grpo.processes) rebuild the reward from
-        reward={"family": snakemake.params.family, "scoring": snakemake.params.scoring, "scale": g["reward_scale"]},
+        reward={"family": snakemake.params.family, "scoring": snakemake.params.scoring, "scale": g["reward_scale"],
+                "control": control},
     )

@@ -275,7 +275,7 @@ def _check_strategy_names(cfg: dict) -> None:
     """Strategy names are checked against hardex.selection (where they are written) rather than the
     schema; unset lists default to the budget strategies."""
     from hardex.selection import (BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, ONLINE_SUFFIX, STRATEGIES, SelectionError,
-                                  check_band)
+                                  check_band, run_strategy_parts)
 
     for key in ("selection.strategies", "report.regression_strategies"):
         section, name = key.split(".")
@@ -289,12 +289,14 @@ def _check_strategy_names(cfg: dict) -> None:
         if strategy not in cfg["selection"]["strategies"]:
             raise ConfigError(f"selection.online_strategies.{i}: {strategy!r} is not one of selection.strategies "
                               f"({', '.join(cfg['selection']['strategies'])}): its subset would not exist")
+    _check_controls(cfg["selection"])
     # a strategy this config does not run may stand here (a config trimmed from a larger one); a typo may not
     for i, run in enumerate(cfg["selection"]["allow_unlearnable"]):
-        strategy = run.removesuffix(ONLINE_SUFFIX)
+        strategy = run_strategy_parts(run)[0]
         if strategy not in STRATEGIES and not strategy.startswith("tier_"):
             raise ConfigError(f"selection.allow_unlearnable.{i}: {run!r} is not a strategy; allowed: "
-                              f"{', '.join(STRATEGIES)}, tier_<name>, each also as <strategy>{ONLINE_SUFFIX}")
+                              f"{', '.join(STRATEGIES)}, tier_<name>, each also as <strategy>{ONLINE_SUFFIX} "
+                              f"or <strategy>_<control>")
     try:
         check_band(cfg["selection"]["band"])
     except SelectionError as e:
@@ -310,6 +312,24 @@ def _check_strategy_names(cfg: dict) -> None:
         if strategy not in BOUNDARY_STRATEGIES:
             raise ConfigError(f"probe.adaptive.strategies.{i}: {strategy!r} is not allowed (it has no pass-rate "
                               f"boundary); allowed: {', '.join(BOUNDARY_STRATEGIES)}")
+
+
+def _check_controls(sel: dict) -> None:
+    """`selection.controls` ({control: [strategies]}) names known controls of strategies this config selects:
+    a control trains on its strategy's subset, which must exist. Controls of <strategy>_online runs are
+    not offered (which of the two would the control's gain be compared with?)."""
+    from hardex.selection import CONTROLS, ONLINE_SUFFIX
+
+    for control, strategies in sel["controls"].items():
+        if control not in CONTROLS:
+            raise ConfigError(f"selection.controls.{control}: unknown control; known: {', '.join(CONTROLS)}")
+        for i, strategy in enumerate(strategies):
+            if strategy.endswith(ONLINE_SUFFIX):
+                raise ConfigError(f"selection.controls.{control}.{i}: {strategy!r}: controls of online-filtering "
+                                  f"runs are not supported; name the strategy itself")
+            if strategy not in sel["strategies"]:
+                raise ConfigError(f"selection.controls.{control}.{i}: {strategy!r} is not one of selection.strategies "
+                                  f"({', '.join(sel['strategies'])}): its subset would not exist")
 
 
 def _check_adaptive_boundaries(cfg: dict) -> None:
@@ -470,11 +490,13 @@ def run_grpo_settings(cfg: dict, model: str, run_strategy: str) -> dict:
 
 
 def run_strategies(cfg: dict) -> list[str]:
-    """Every run's strategy: the selection's, and <strategy>_online for its online strategies."""
-    from hardex.selection import ONLINE_SUFFIX
+    """Every run's strategy: the selection's, <strategy>_online for its online strategies, and
+    <strategy>_<control> for its controls (`selection.controls`)."""
+    from hardex.selection import ONLINE_SUFFIX, control_run
 
     sel = cfg["selection"]
-    return list(sel["strategies"]) + [s + ONLINE_SUFFIX for s in sel["online_strategies"]]
+    controls = [control_run(s, control) for control, strategies in (sel.get("controls") or {}).items() for s in strategies]
+    return list(sel["strategies"]) + [s + ONLINE_SUFFIX for s in sel["online_strategies"]] + controls
 
 
 def decodings(cfg: dict) -> dict[str, dict]:

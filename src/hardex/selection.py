@@ -34,6 +34,10 @@ BASE_SPLIT_STRATEGIES = ("base_wrong", "base_right", "matched_random", "full")
 STRATEGIES = BUDGET_STRATEGIES + FILTER_STRATEGIES + BASE_SPLIT_STRATEGIES
 #: a run named <strategy>_online trains on <strategy>'s subset with online filtering (hardex.training)
 ONLINE_SUFFIX = "_online"
+#: control runs (`selection.controls`): <strategy>_<control> trains on <strategy>'s subset with a control
+#: reward instead of the true one (hardex.controls): `shuffled` scores against another example's reference
+#: answer, `format` rewards any answer the scorer can read. Their gain is what form alone buys.
+CONTROLS = ("shuffled", "format")
 
 
 #: tier_<name> and tier_<name>_random; tier names are letters and digits, so the suffix is unambiguous
@@ -52,9 +56,29 @@ def parse_tier_strategy(strategy: str) -> tuple[str, bool] | None:
 
 def offline_strategy(run_strategy: str) -> tuple[str, bool]:
     """A run's strategy -> (the strategy that chose its subset, whether it trains with online filtering)."""
+    subset, online, _ = run_strategy_parts(run_strategy)
+    return subset, online
+
+
+def control_run(strategy: str, control: str) -> str:
+    """The run strategy of `control` on `strategy`'s subset, e.g. ``full_shuffled``."""
+    return f"{strategy}_{control}"
+
+
+def run_strategy_parts(run_strategy: str) -> tuple[str, bool, str | None]:
+    """A run's strategy -> (the strategy that chose its subset, online filtering?, its control or None).
+
+    ``hard_online`` -> ``("hard", True, None)``, ``full_shuffled`` -> ``("full", False, "shuffled")``. A
+    control suffix counts only where what it follows is a strategy, so a tier named ``format``
+    (``tier_format``) stays a tier strategy; controls of online runs do not exist.
+    """
+    for control in CONTROLS:
+        suffix = "_" + control
+        if run_strategy.endswith(suffix) and is_strategy(run_strategy[: -len(suffix)]):
+            return run_strategy[: -len(suffix)], False, control
     if run_strategy.endswith(ONLINE_SUFFIX):
-        return run_strategy[: -len(ONLINE_SUFFIX)], True
-    return run_strategy, False
+        return run_strategy[: -len(ONLINE_SUFFIX)], True, None
+    return run_strategy, False, None
 
 
 def is_strategy(strategy: str) -> bool:
@@ -63,12 +87,14 @@ def is_strategy(strategy: str) -> bool:
 
 
 def strategy_sort_key(strategy: str) -> tuple[int, str]:
-    """Display order: STRATEGIES' order first, each online run after the strategy whose subset it
-    trains on, other names (tier strategies) after, alphabetically."""
-    base, online = offline_strategy(strategy)
+    """Display order: STRATEGIES' order first, each online run and then each control after the strategy
+    whose subset it trains on, other names (tier strategies) after, alphabetically."""
+    base, online, control = run_strategy_parts(strategy)
+    slots = 2 + len(CONTROLS)  # the strategy, its online run, its controls
     if base in STRATEGIES:
-        return (2 * STRATEGIES.index(base) + online, "")
-    return (2 * len(STRATEGIES), strategy)
+        slot = 1 if online else 2 + CONTROLS.index(control) if control else 0
+        return (slots * STRATEGIES.index(base) + slot, "")
+    return (slots * len(STRATEGIES), strategy)
 
 
 def tier_values(tiers: dict[str, Any], strategy: str, task: str) -> list[str] | None:

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from hardex.controls import run_reward
 from hardex.launch import die_with_parent
 from hardex.tasks import get_task
 from hardex.training import fit, task_reward
@@ -18,7 +19,9 @@ def main(spec_file: str) -> None:
     die_with_parent()  # torch's launcher gave this process a session of its own: go when it goes
     spec = json.loads(Path(spec_file).read_text())
     reward = spec["reward"]
-    reward_fn = task_reward(get_task(reward["family"], reward["scoring"]), reward["scale"])
+    # a control's reward (hardex.controls); shuffled references came with the rows
+    reward_fn = run_reward(reward.get("control"), get_task(reward["family"], reward["scoring"]), reward["scale"],
+                           task_reward)
     fit(spec["model_path"], spec["rows"], reward_fn, spec["g"], spec["seed"], Path(spec["ckpt_dir"]),
         spec["resume"], spec["steps_total"], spec["trainer_args"])
 

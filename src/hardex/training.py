@@ -417,7 +417,7 @@ def train_grpo(
     when it, the settings, the seed and the data are all the same. `run_name` names the run in the
     tracker `g["report_to"]` asks for (hardex.tracking). With `g["processes"]` > 1 the trainer runs in
     that many processes through accelerate (hardex.launch), which rebuild the reward from `reward`
-    (family, scoring, reward_scale: hardex.train_worker).
+    (family, scoring, scale and the control, hardex.controls: hardex.train_worker).
     """
     steps_total = run_steps(g, len(rows))
     rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written

@@ -62,6 +62,17 @@ def test_a_quick_rehearsal_trains_one_strategy(tmp_path):
     assert cfg["rehearsal"]["quick"]
 
 
+def test_a_quick_rehearsal_keeps_only_the_controls_of_its_strategy(tmp_path):
+    from hardex.config import run_strategies
+
+    source = yaml.safe_load((ROOT / "experiments" / "cpu_online.yaml").read_text())
+    first, second = source["selection"]["strategies"][:2]
+    source["selection"]["controls"] = {"shuffled": [first, second], "format": [second]}
+    cfg = check_config(rehearsal_config(source, "x.yaml", tmp_path / "samples", base=ROOT, quick=True))
+    assert cfg["selection"]["controls"] == {"shuffled": [first]}
+    assert f"{first}_shuffled" in run_strategies(cfg)
+
+
 def test_a_model_without_a_kept_architecture_is_refused_by_key(tmp_path):
     source = {"models": {"mine": {"path": "someone/unknown-7b"}}, "datasets": {}, "tasks": {}}
     with pytest.raises(RehearsalError, match=r"models\.mine: no kept architecture for 'someone/unknown-7b'"):

@@ -43,3 +43,17 @@ def test_subset_smaller_than_a_step_is_refused_before_any_job(tmp_path, smoke_co
     lines = [line for line in (res.stdout + res.stderr).splitlines() if "hardex: config error" in line]
     assert len(lines) == 1 and "repeat_small_subsets: true" in lines[0] and "selection.budget" in lines[0]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_control_plans_its_train_and_evaluate_jobs_on_its_strategys_subset(tmp_path, smoke_config):
+    cfg = with_key(smoke_config, "selection.strategies", ["hard", "easy", "random", "full"])
+    cfg = with_key(cfg, "selection.controls", {"format": ["full"]})
+    res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, cfg))
+    assert res.returncode == 0, res.stderr
+    out = res.stdout + res.stderr
+    assert "output: results/train/tiny/swaps/full_format/seed0/steps.parquet" in out
+    assert "output: results/eval/tiny/swaps/full_format/seed0.parquet" in out
+    train = next(block for block in out.split("\n\n") if "wildcards: model=tiny, task=swaps, strategy=full_format" in block
+                 and "rule train:" in block)
+    assert "results/subsets/tiny/swaps/full/seed0.parquet" in train  # the subset of the strategy it controls
+    assert "subsets/tiny/swaps/full_format" not in out

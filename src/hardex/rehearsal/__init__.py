@@ -120,11 +120,13 @@ def _fit_accumulation(cfg: dict[str, Any]) -> None:
 
 
 def _one_strategy(sel: dict[str, Any]) -> None:
-    """Train one strategy (the first, and its online run if it has one) instead of every one: a quick
+    """Train one strategy (the first, and its online run and controls if it has them) instead of every one: a quick
     rehearsal still runs every model, task, dataset and setting, in a fraction of the jobs."""
     first = (sel.get("strategies") or ["hard"])[0]
     sel["strategies"] = [first]
     sel["online_strategies"] = [s for s in sel.get("online_strategies") or [] if s == first]
+    controls = {c: [s for s in strategies if s == first] for c, strategies in (sel.get("controls") or {}).items()}
+    sel["controls"] = {c: strategies for c, strategies in controls.items() if strategies}  # the first's controls
 
 
 def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path = Path.cwd(),

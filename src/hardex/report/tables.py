@@ -136,6 +136,67 @@ def gain_table(res: Results, level: float = 0.95, n_boot: int = 2000, seed: int 
     return _order(pl.DataFrame(rows), CELL_KEYS)
 
 
+def _final_shares(res: Results, model: str, task: str, strategy: str, seed: int) -> pl.DataFrame:
+    """id, f: a run's final-checkpoint correct share per in-distribution test question."""
+    run = res.runs.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("strategy") == strategy)
+                          & (pl.col("seed") == seed) & (pl.col("benchmark") == res.in_distribution(task)))
+    run = run.filter(pl.col("step") == run["step"].max())
+    return run.select("id", (pl.col("n_correct") / pl.col("n")).alias("f"))
+
+
+def gain_beyond_controls(gains: pl.DataFrame, summary: pl.DataFrame, res: Results, level: float = 0.95,
+                         n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
+    """Table 1's columns beyond_<control> (with _ci_low, _ci_high), one set per control that ran
+    (`selection.controls`, hardex.controls): a strategy's gain minus the gain of its control run
+    <strategy>_<control> (same subset, a reward for the answer's form), paired by seed. Over the seeds
+    both ran: the mean of gain(strategy) - gain(control) with its t-interval; with one shared seed, the
+    paired bootstrap over test questions of the two runs' final correct shares (both beside the same
+    base, which cancels). Null for control rows, online runs, strategies whose control did not run or
+    shares no seed with them. Without any control run the table is returned unchanged."""
+    from hardex.selection import CONTROLS, control_run, run_strategy_parts
+
+    ran = {run_strategy_parts(s)[2] for s in summary["strategy"].unique()}
+    present = [c for c in CONTROLS if c in ran]
+    if not present or gains.height == 0:
+        return gains
+    gain_of = {(m, t, s, sd): g for m, t, s, sd, g in summary.select(*RUN_KEYS, "gain").iter_rows()}
+    columns: dict[str, list] = {}
+    for control in present:
+        mean, low, high = [], [], []
+        for model, task, strategy in gains.select(CELL_KEYS).iter_rows():
+            _, online, own = run_strategy_parts(strategy)
+            ctl = control_run(strategy, control)
+            seeds = sorted(sd for (m, t, s, sd) in gain_of if (m, t, s) == (model, task, strategy)
+                           and (model, task, ctl, sd) in gain_of) if not online and own is None else []
+            d = np.array([gain_of[model, task, strategy, sd] - gain_of[model, task, ctl, sd] for sd in seeds])
+            if len(seeds) > 1:
+                lo, hi = t_interval(d, level)
+            elif len(seeds) == 1:
+                pair = _final_shares(res, model, task, strategy, seeds[0]).join(
+                    _final_shares(res, model, task, ctl, seeds[0]), on="id", suffix="_control")
+                lo, hi = (100 * v for v in bootstrap_mean_interval((pair["f"] - pair["f_control"]).to_numpy(),
+                                                                   level, n_boot, seed))
+            else:
+                lo = hi = None
+            mean.append(float(d.mean()) if len(seeds) else None)
+            low.append(lo)
+            high.append(hi)
+        columns |= {f"beyond_{control}": mean, f"beyond_{control}_ci_low": low, f"beyond_{control}_ci_high": high}
+    return gains.with_columns([pl.Series(name, values, dtype=pl.Float64) for name, values in columns.items()])
+
+
+def beyond_controls_note(gains: pl.DataFrame, pct: str) -> str:
+    """What Table 1's beyond_<control> columns mean, for its note ("" without them)."""
+    if not any(c.startswith("beyond_") for c in gains.columns):
+        return ""
+    return (f" Control runs (<strategy>_shuffled: rewarded against another example's reference answer; "
+            f"<strategy>_format: rewarded for any answer the scorer can read) train on their strategy's subset; "
+            f"their own gain is what the answer's form alone buys. beyond_shuffled, beyond_format: the strategy's "
+            f"gain minus its control's, paired by seed (mean over the seeds both ran, {pct} t-interval over them; "
+            f"with one shared seed a paired bootstrap over test questions): the gain the skill bought beyond the "
+            f"form. Empty where that control did not run.")
+
+
 def learnable_table(summary: pl.DataFrame, level: float = 0.95) -> pl.DataFrame:
     """Table 2: learnable % per model x task x strategy (mean over seeds; t-interval with >1 seed)."""
     rows = []
@@ -476,7 +537,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                          "that a group of G samples of the base model mixes right and wrong answers; the "
                          "subsets were chosen on those same samples, so it reads low for the hardest and high "
                          "for the easiest, and training moves the policy away from the base model.")
-    gains_out = with_reference(gains, ref, {"base_accuracy": "published_base_accuracy",
+    gains_out = with_reference(gain_beyond_controls(gains, summary, res, level, n_boot, seed), ref, {"base_accuracy": "published_base_accuracy",
                                             "final_accuracy": "published_final_accuracy",
                                             "gain": "published_gain"}, names)
     learn_out = with_reference(learn, ref, {"learnable_pct": "published_learnable_pct"}, names)
@@ -488,7 +549,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     return {
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
-                                     f"paired bootstrap over test examples ({n_boot} resamples) with one." + ref_note),
+                                     f"paired bootstrap over test examples ({n_boot} resamples) with one."
+                                     + beyond_controls_note(gains_out, pct) + ref_note),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
                                  f"differ (nonzero std). {pct} t-interval over seeds when there are several."
                                  + expected_note + ref_note),
