@@ -145,3 +145,11 @@ def test_strategies_of_equal_cost_are_nudged_apart_and_others_stay():
     assert xs[1] == 3200.0 and xs[4] == 9642.0
     spread = sorted(xs[i] for i in (0, 2, 3))
     assert spread[0] < 19200.0 < spread[2] and all(b / a >= 1.03 for a, b in zip(spread, spread[1:]))
+
+
+def test_a_control_run_keeps_its_strategys_colour_and_takes_its_own_line():
+    from hardex.report.plots import strategy_color, strategy_linestyle
+
+    assert strategy_color("hard_shuffled") == strategy_color("hard") == strategy_color("hard_online")
+    styles = {strategy_linestyle(s) for s in ("hard", "hard_shuffled", "hard_format")}
+    assert len(styles) == 3 and strategy_linestyle("hard_online") == "-"

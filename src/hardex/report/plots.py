@@ -24,7 +24,7 @@ from hardex.io import atomic_path  # noqa: E402
 from hardex.metrics import sort_tiers  # noqa: E402
 from hardex.report.reference import map_names  # noqa: E402
 from hardex.report.statistics import confidence_band  # noqa: E402
-from hardex.selection import STRATEGIES, offline_strategy, strategy_sort_key  # noqa: E402
+from hardex.selection import STRATEGIES, offline_strategy, run_strategy_parts, strategy_sort_key  # noqa: E402
 
 # One colour per strategy in every figure (colour-blind-safe Tableau order, hard = red).
 STRATEGY_COLORS = {"hard": "#d62728", "medium": "#ff7f0e", "easy": "#2ca02c", "random": "#1f77b4",
@@ -46,6 +46,16 @@ def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
         return STRATEGY_COLORS[strategy]
     others = sorted(s for s in known if s not in STRATEGY_COLORS) or [strategy]
     return _EXTRA_COLORS[(others.index(strategy) if strategy in others else 0) % len(_EXTRA_COLORS)]
+
+
+# a control run shares its strategy's colour and is told apart by its line (dotted lines are published runs)
+CONTROL_LINESTYLES = {None: "-", "shuffled": "-.", "format": (0, (5, 2))}
+
+
+def strategy_linestyle(strategy: str) -> Any:
+    """A run's line: solid for a strategy (and its online run), dash-dot for its shuffled-reward control,
+    dashed for its format control."""
+    return CONTROL_LINESTYLES[run_strategy_parts(strategy)[2]]
 
 
 def _style(style: dict[str, Any] | None) -> dict[str, Any]:
@@ -153,7 +163,8 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
                                                     (100 * pl.col("accuracy")).max().alias("hi"),
                                                     pl.col("seed").n_unique().alias("k")).sort("step")
                     c = strategy_color(s, strategies)
-                    (line,) = ax.plot(agg["step"], agg["m"], color=c, marker="o", ms=3.5, lw=1.8, label=s)
+                    (line,) = ax.plot(agg["step"], agg["m"], color=c, ls=strategy_linestyle(s), marker="o", ms=3.5, lw=1.8,
+                                      label=s)
                     if int(agg["k"].max()) > 1:
                         ax.fill_between(agg["step"], agg["lo"], agg["hi"], color=c, alpha=0.15, lw=0)
                         used["range over seeds"] = Patch(color="0.5", alpha=0.3, label="range over seeds")
@@ -224,8 +235,8 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
                         continue
                     agg = runs.group_by("step").agg((100 * pl.col("accuracy")).mean().alias("m")).sort("step")
                     x = agg["step"].to_numpy() * (scale or 1)
-                    (line,) = ax.plot(x, agg["m"], color=strategy_color(s, strategies), marker="o", ms=3, lw=1.6,
-                                      label=s)
+                    (line,) = ax.plot(x, agg["m"], color=strategy_color(s, strategies), ls=strategy_linestyle(s),
+                                      marker="o", ms=3, lw=1.6, label=s)
                     used.setdefault(s, line)
                     if s == full:
                         final = runs.filter(pl.col("step") == pl.col("step").max().over("seed"))
