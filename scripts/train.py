@@ -5,8 +5,9 @@ from pathlib import Path
 # the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from hardex.io import read_parquet
-from hardex.learnability import check_learnable
+from hardex.io import read_parquet, read_parquet_metadata
+from hardex.learnability import check_learnable, sampling_mismatch
+from hardex.probing import PROVENANCE_KEY
 from hardex.tasks import get_task
 from hardex.training import subset_rows, task_reward, train_grpo
 from hardex.workflow import job_log, job_model, renderer, set_threads, work_identity
@@ -16,7 +17,10 @@ with job_log(snakemake) as log:
     p, g = job_model(snakemake.params.model), snakemake.params.grpo
     task = get_task(snakemake.params.family, snakemake.params.scoring)
     subset = read_parquet(snakemake.input.subset)
-    log(check_learnable(subset, snakemake.wildcards.strategy, snakemake.params.allow_unlearnable))
+    if warning := sampling_mismatch(read_parquet_metadata(snakemake.input.subset, PROVENANCE_KEY), g):
+        log(warning)
+    log(check_learnable(subset, snakemake.wildcards.strategy, snakemake.params.allow_unlearnable,
+                        g["num_generations"]))
     rows = subset_rows(subset, read_parquet(snakemake.input.pool), task,
                        renderer(p["path"], p["chat"]))
     log(f"{len(rows)} training examples, steps of {g['prompts_per_step']} prompts x "
