@@ -17,6 +17,7 @@ from hardex.config import (
     run_grpo_settings,
     run_length,
     run_strategies,
+    sampling_notices,
     split_spec,
 )
 from hardex.architectures import KEPT as ARCHITECTURES
@@ -37,6 +38,10 @@ config = check_or_exit(
 # every GPU job's memory, estimated from its model's architecture and settings: a plan that cannot fit
 # compute.gpu_memory_gb stops here, before any job runs (the estimates print with `snakemake -n`)
 check_plan_or_exit(config, show=workflow.is_main_process)
+# a probe that samples otherwise than GRPO is allowed, and said (again in each train job's log)
+if workflow.is_main_process:
+    for line in sampling_notices(config):
+        print(f"hardex: notice: {line}", file=sys.stderr)
 
 MODELS = list(config["models"])
 # models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,

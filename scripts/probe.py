@@ -8,7 +8,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from hardex.adaptive import probe_pool_adaptive
 from hardex.io import read_parquet, write_parquet_atomic
 from hardex.learnability import probe_report
-from hardex.probing import histogram, probe_pool
+from hardex.posterior import with_posterior
+from hardex.probing import PROVENANCE_KEY, histogram, probe_pool, probe_provenance
 from hardex.tasks import get_task
 from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads, work_identity
 
@@ -29,8 +30,13 @@ def main():
             counts, samples = probe_pool_adaptive(*args, identity=identity, log=log)
         else:
             counts, samples = probe_pool(*args, chunk_size=settings["chunk_size"], identity=identity, log=log)
+        counts, prior = with_posterior(counts)  # full or adaptive: the pool's own prior either way
+        provenance = probe_provenance(settings, identity, prior)
         write_parquet_atomic(samples, snakemake.output.samples)
-        write_parquet_atomic(counts, snakemake.output.table)
+        write_parquet_atomic(counts, snakemake.output.table, metadata={PROVENANCE_KEY: provenance})
+        log("probe provenance (in the table's metadata): " + ", ".join(
+            f"{k} {v}" for k, v in provenance.items() if k != "prior"))
+        log(f"pass-rate prior: {prior['method']} Beta({prior['a']:.3g}, {prior['b']:.3g})")
         if adaptive.get("enabled"):
             log(f"adaptive probing: {int(counts['k'].sum())} samples taken of {counts.height * settings['k']}")
         log("pass-rate histogram (examples per bin):")

@@ -6,8 +6,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.controls import control_rows, reward_line, run_reward
-from hardex.io import read_parquet
-from hardex.learnability import check_learnable
+from hardex.io import read_parquet, read_parquet_metadata
+from hardex.learnability import check_learnable, sampling_mismatch
+from hardex.probing import PROVENANCE_KEY
 from hardex.selection import run_strategy_parts
 from hardex.tasks import get_task
 from hardex.training import subset_rows, task_reward, train_grpo
@@ -18,7 +19,10 @@ with job_log(snakemake) as log:
     p, g = job_model(snakemake.params.model), snakemake.params.grpo
     task = get_task(snakemake.params.family, snakemake.params.scoring)
     subset = read_parquet(snakemake.input.subset)
-    log(check_learnable(subset, snakemake.wildcards.strategy, snakemake.params.allow_unlearnable))
+    if warning := sampling_mismatch(read_parquet_metadata(snakemake.input.subset, PROVENANCE_KEY), g):
+        log(warning)
+    log(check_learnable(subset, snakemake.wildcards.strategy, snakemake.params.allow_unlearnable,
+                        g["num_generations"]))
     rows = subset_rows(subset, read_parquet(snakemake.input.pool), task,
                        renderer(p["path"], p["chat"]))
     log(f"{len(rows)} training examples, steps of {g['prompts_per_step']} prompts x "

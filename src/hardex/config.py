@@ -457,6 +457,20 @@ def probe_settings(cfg: dict, task: str) -> dict:
     return settings
 
 
+def sampling_notices(cfg: dict) -> list[str]:
+    """One line per model x task whose probe samples otherwise than that model's GRPO (temperature, top_p,
+    max length; `learnability.sampling_mismatch`): a notice at planning time, never an error."""
+    from hardex.learnability import sampling_mismatch
+
+    lines = []
+    for model in cfg["models"]:
+        for task in cfg["tasks"]:
+            line = sampling_mismatch(probe_settings(cfg, task), grpo_settings(cfg, model))
+            if line:
+                lines.append(f"{model}/{task}: {line.removeprefix('WARNING: ')}")
+    return lines
+
+
 def boundary_strategies(cfg: dict) -> list[str]:
     """The selected strategies whose subset ends at a pass-rate boundary (adaptive probing settles those)."""
     from hardex.selection import BOUNDARY_STRATEGIES

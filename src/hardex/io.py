@@ -56,9 +56,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def write_parquet_atomic(df: pl.DataFrame, path: str | Path) -> None:
+def write_parquet_atomic(df: pl.DataFrame, path: str | Path, metadata: dict[str, Any] | None = None) -> None:
+    """Write a table atomically; `metadata` ({key: JSON-able value}) goes into the Parquet file's key-value
+    metadata, read back by `read_parquet_metadata`."""
+    meta = {k: json.dumps(v, sort_keys=True, default=str) for k, v in (metadata or {}).items()} or None
     with atomic_path(path) as tmp:
-        df.write_parquet(tmp)
+        df.write_parquet(tmp, metadata=meta)
+
+
+def read_parquet_metadata(path: str | Path, key: str) -> Any | None:
+    """The value `write_parquet_atomic` stored under `key` in a Parquet file, or None (a file written
+    without it, e.g. before it was recorded); names the file when it is damaged."""
+    with _naming_damage(path):
+        found = pl.read_parquet_metadata(path).get(key)
+    return None if found is None else json.loads(found)
 
 
 def write_text_atomic(text: str, path: str | Path) -> None:

@@ -7,8 +7,13 @@ its K probe samples will most likely give agreeing groups: no advantage, loss 0,
   zero, what the completions looked like (how many held an answer in the form the task scores, how
   many of those were right, a few of them), since a model that answers in its own words scores 0
   under a scorer that reads a box;
-- a subset with no such example is refused before its first GRPO step, unless the config accepts
-  the strategy by name (`selection.allow_unlearnable`);
+- a subset whose GRPO groups are expected to mix less than `MIN_EXPECTED_MIXED` of the time is refused
+  before its first GRPO step, unless the config accepts the strategy by name
+  (`selection.allow_unlearnable`). The expectation is each example's Beta posterior given its k of K
+  (`hardex.posterior`, prior fitted to the pool) at GRPO's group size G, not the raw count: 0 of 8 on a
+  pool the model sometimes solves is not "never";
+- a probe that sampled at another temperature or length than GRPO does is said to (`sampling_mismatch`):
+  its pass rates, and what is expected from them, are the probe's decoding, not GRPO's;
 - strategies whose subsets are all drawn from one tie of pass rates (on a pool where most examples
   score 0, `hard` and `medium` are both a random draw among them) are named, in the select job's log
   and in the report.
@@ -16,7 +21,15 @@ its K probe samples will most likely give agreeing groups: no advantage, loss 0,
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
+
+from hardex.posterior import POSTERIOR_COLUMNS, mixed_share, with_posterior
+
+#: below this expected share of mixed GRPO groups (posterior, at the run's G) a subset is refused; 5 %: fewer
+#: than one group in twenty would have a gradient
+MIN_EXPECTED_MIXED = 0.05
 
 #: below this share of mixed pool examples the probe says that GRPO has little to learn from
 NEAR_ZERO_MIXED = 0.05
@@ -58,18 +71,61 @@ def probe_report(counts: pl.DataFrame, samples: pl.DataFrame, pool: pl.DataFrame
     return lines
 
 
-def check_learnable(subset: pl.DataFrame, strategy: str, allowed: bool) -> str:
-    """A line on the subset's learnable examples; an UnlearnableSubsetError before any GRPO step when
-    it has none and the config does not accept that by name."""
+def with_probe_posterior(subset: pl.DataFrame, probe: pl.DataFrame) -> pl.DataFrame:
+    """The subset with its examples' k, n_correct and posterior columns from the pool's probe table (fitted
+    here when the table predates them: the prior needs the whole pool, not the subset)."""
+    if not set(POSTERIOR_COLUMNS) <= set(probe.columns):
+        probe = with_posterior(probe)[0]
+    cols = ["id", *(c for c in ("k", "n_correct", *POSTERIOR_COLUMNS) if c not in subset.columns)]
+    return subset.join(probe.select(cols), on="id", how="left", maintain_order="left")
+
+
+def check_learnable(subset: pl.DataFrame, strategy: str, allowed: bool, group_size: int | None = None) -> str:
+    """A line on what the subset gives GRPO to learn; an UnlearnableSubsetError before any GRPO step when
+    it gives too little and the config does not accept that by name.
+
+    With the posterior columns (`with_probe_posterior`) and the run's group size G, "too little" is an
+    expected share of mixed groups below `MIN_EXPECTED_MIXED` (mean over the subset of
+    `posterior.expected_mixed_posterior` at G); without them (a subset written before they were), no
+    example with 0 < pass rate < 1."""
     n_mixed = int(mixed(subset["pass_rate"]).sum())
-    line = f"{n_mixed} of {subset.height} examples have 0 < pass rate < 1"
-    if n_mixed or allowed:
-        return line + ("" if n_mixed else f": none, accepted by selection.allow_unlearnable ({strategy})")
+    raw = f"{n_mixed} of {subset.height} examples have 0 < pass rate < 1"
     rates = ", ".join(f"{r:g}" for r in sorted(set(subset["pass_rate"].to_list())))
+    if group_size and set(POSTERIOR_COLUMNS) <= set(subset.columns):
+        share = mixed_share(subset, group_size)
+        line = f"expected share of mixed groups {share:.2f} at G={group_size} from the posterior; {raw} in the probe"
+        low = not share >= MIN_EXPECTED_MIXED
+        why = (f"expected share of mixed groups {share:.2f} at G={group_size} from the posterior, below "
+               f"{MIN_EXPECTED_MIXED:g} ({raw}; pass rates in {{{rates}}})")
+    else:
+        line, low = raw, n_mixed == 0
+        why = f"no learnable example: every pass rate is in {{{rates}}}"
+    if not low:
+        return line
+    if allowed:
+        return line + f": too little, accepted by selection.allow_unlearnable ({strategy})"
     raise UnlearnableSubsetError(
-        f"subset {strategy!r} has no learnable example: every pass rate is in {{{rates}}}, so every GRPO "
-        f"group would most likely agree (no advantage, loss 0, no gradient). Pick another strategy or pool, "
-        f"probe with a larger probe.k, or accept it by name: selection.allow_unlearnable: [{strategy}]")
+        f"subset {strategy!r} has {why}, so nearly every GRPO group would agree (no advantage, loss 0, no "
+        f"gradient). Pick another strategy or pool, probe with a larger probe.k, or accept it by name: "
+        f"selection.allow_unlearnable: [{strategy}]")
+
+
+def sampling_mismatch(probe: dict[str, Any] | None, grpo: dict[str, Any]) -> str | None:
+    """A warning line when the probe sampled (`probe`: its provenance or settings, with temperature, top_p,
+    max_new_tokens) otherwise than GRPO samples (`grpo`: temperature, top_p, max_completion_length), else
+    None; None too when the probe's settings are unknown. Never an error: a colder or shorter probe is a
+    legitimate choice, but its pass rates are not GRPO's."""
+    if not probe:
+        return None
+    pairs = [("temperature", "temperature", "temperature"), ("top_p", "top_p", "top_p"),
+             ("max length", "max_new_tokens", "max_completion_length")]
+    diffs = [f"{name} {probe[pk]:g} in the probe vs {grpo[gk]:g} in GRPO (probe.{pk}, grpo.{gk})"
+             for name, pk, gk in pairs
+             if probe.get(pk) is not None and grpo.get(gk) is not None and float(probe[pk]) != float(grpo[gk])]
+    if not diffs:
+        return None
+    return ("WARNING: the probe did not sample as GRPO does: " + "; ".join(diffs) + ". Pass rates, the selection "
+            "and the expected share of mixed groups describe the probe's decoding, not GRPO's.")
 
 
 def tie(subset: pl.DataFrame, probe: pl.DataFrame) -> tuple[float, int] | None:

@@ -41,7 +41,9 @@ def learnable_pct(steps: pl.DataFrame) -> float:
 def expected_mixed(n_correct: int, k: int, g: int) -> float:
     """Chance that a GRPO group of g samples of the probed model mixes right and wrong answers (so it
     has a gradient), from a probe with n_correct of k right: 1 - p^g - (1 - p)^g, estimated without
-    bias from the k samples when k >= g (drawing g of them without replacement), else with p = c/k."""
+    bias from the k samples when k >= g (drawing g of them without replacement), else with p = c/k.
+    Taken as the example's own, it is 0 for every example never solved in the probe; `hardex.posterior`
+    gives the same chance from the pass rate's posterior under the pool's prior."""
     if k >= g:
         return 1.0 - (math.comb(n_correct, g) + math.comb(k - n_correct, g)) / math.comb(k, g)
     p = n_correct / k

@@ -62,6 +62,23 @@ def sample_rows(rows, comps_per_row, correct_per_row, tokens_per_row, first: int
     return out
 
 
+#: the probe table's Parquet metadata key for how it was made (`probe_provenance`)
+PROVENANCE_KEY = "hardex.probe"
+
+
+def probe_provenance(settings: dict[str, Any], identity: dict[str, Any], prior: dict[str, Any]) -> dict[str, Any]:
+    """How a probe table was made, stored in its Parquet metadata (`PROVENANCE_KEY`) so a table passed on
+    says it: the model's fingerprint, dtype and backend and the scorer (`identity`), K, the sampling
+    (temperature, top_p, max_new_tokens), seed, whether probing was adaptive, and the pass-rate prior of
+    its posterior columns (`hardex.posterior.with_posterior`)."""
+    sampling = Sampling.from_config(settings)
+    return {"model_fingerprint": identity.get("model"), "dtype": identity.get("dtype"),
+            "backend": identity.get("backend"), "scorer": identity.get("scorer"), "k": int(settings["k"]),
+            "temperature": sampling.temperature, "top_p": sampling.top_p, "max_new_tokens": sampling.max_new_tokens,
+            "seed": int(settings["seed"]), "adaptive": bool((settings.get("adaptive") or {}).get("enabled")),
+            "prior": prior}
+
+
 def probe_chunk(
     generator,
     task,

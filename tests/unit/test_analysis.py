@@ -391,3 +391,23 @@ def test_each_run_is_compared_with_the_base_of_its_own_seed(tmp_path):
                                            & (pl.col("benchmark") == "t1/test") & (pl.col("step") == 0))
     assert curves.filter(pl.col("strategy") == "base")["accuracy"].to_list() == pytest.approx([0.4])  # both seeds
     assert curves.filter(pl.col("strategy") == "hard").sort("seed")["accuracy"].to_list() == pytest.approx([0.3, 0.5])
+
+
+def test_table_2_puts_the_posteriors_prediction_beside_the_raw_one(one_seed, results):
+    probes, subsets = loading.load_pool(one_seed["probes"], one_seed["subsets"])
+    learn = tables.build_tables(results, probes, subsets, n_boot=50, generations={"m1": 4, "m2": 8})["learnable"]
+    hard = _row(learn[0], model="m1", task="t1", strategy="hard")
+    assert hard["expected_learnable_pct"] == 0.0 and 0 < hard["expected_learnable_pct_posterior"] < 100
+    assert "expected_learnable_pct_posterior" in learn[1] and "Beta posterior" in learn[1]
+    # the real model's pool (docs/results-real-model.md, K = G = 8): hard is 10 of its 45 examples never solved
+    counts = [c for c, n in {0: 45, 1: 17, 2: 7, 3: 9, 4: 12, 5: 5, 6: 4, 7: 1}.items() for _ in range(n)]
+    probe = pl.DataFrame({"model": "smol", "task": "addition", "id": [f"e{i}" for i in range(100)], "k": 8,
+                          "pass_rate": [c / 8 for c in counts]})
+    subset = probe.head(10).select("model", "task", "id", "pass_rate").with_columns(strategy=pl.lit("hard"),
+                                                                                    seed=pl.lit(0))
+    s = tables.subset_pass_rates(probe, subset, {"smol": 8})
+    row = _row(s, model="smol", task="addition", strategy="hard")
+    assert row["expected_learnable_pct"] == 0.0
+    assert row["expected_learnable_pct_posterior"] == pytest.approx(25.1, abs=0.5)
+    pool = _row(s, model="smol", task="addition", strategy="pool")
+    assert pool["expected_learnable_pct"] == pytest.approx(55.0)  # the mixed examples at K = G

@@ -260,3 +260,16 @@ def test_no_two_outputs_share_a_path():
             assert paths.setdefault(path, job) == job, f"{path}: {paths[path]} and {job}"
             for other in (path + ".chunks", path.replace(".parquet", ".samples.parquet")):  # files beside outputs
                 assert other not in paths or paths[other][0] == pattern, f"{other} is also {paths[other]}"
+
+
+def test_a_probe_sampling_otherwise_than_grpo_is_a_notice_at_planning_not_an_error(smoke_config):
+    from hardex.config import sampling_notices
+
+    cfg = check_config(copy.deepcopy(smoke_config))
+    assert sampling_notices(cfg) == []
+    smoke_config["grpo"]["temperature"] = 0.7
+    cfg = check_config(smoke_config)  # accepted
+    assert sampling_notices(cfg) == [
+        "tiny/swaps: the probe did not sample as GRPO does: temperature 1 in the probe vs 0.7 in GRPO "
+        "(probe.temperature, grpo.temperature). Pass rates, the selection and the expected share of mixed "
+        "groups describe the probe's decoding, not GRPO's."]

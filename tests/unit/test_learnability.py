@@ -5,7 +5,11 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from hardex.learnability import UnlearnableSubsetError, check_learnable, probe_report, tie, tie_line
+from hardex.io import read_parquet, read_parquet_metadata, write_parquet_atomic
+from hardex.learnability import (UnlearnableSubsetError, check_learnable, probe_report, sampling_mismatch, tie,
+                                 tie_line, with_probe_posterior)
+from hardex.posterior import with_posterior
+from hardex.probing import PROVENANCE_KEY, probe_provenance
 from hardex.report import tables
 from hardex.tasks import get_task
 
@@ -59,3 +63,58 @@ def test_strategies_that_collapse_into_one_tie_are_named():
     assert table.filter(pl.col("strategy") != "pool")["tied_at"].to_list() == [0.0, 0.0]
     assert table.filter(pl.col("strategy") == "hard")["learnable_examples"].item() == 0
     assert "m/t hard at 0; m/t medium at 0" in tables.ties_note(table)
+
+
+def _pool(counts: dict[int, int], k: int = 8) -> pl.DataFrame:
+    c = [n for n, times in counts.items() for _ in range(times)]
+    return pl.DataFrame({"id": [f"e{i}" for i in range(len(c))], "k": [k] * len(c), "n_correct": c,
+                         "pass_rate": [x / k for x in c]})
+
+
+def test_the_refusal_reads_the_posterior_at_grpos_group_size_not_the_raw_count():
+    # the real model's pool (docs/results-real-model.md): its hard subset, 0 of 8 each, is not refused
+    pool = _pool({0: 45, 1: 17, 2: 7, 3: 9, 4: 12, 5: 5, 6: 4, 7: 1})
+    hard = with_probe_posterior(pool.filter(pl.col("n_correct") == 0).head(10).select("id", "pass_rate"), pool)
+    line = check_learnable(hard, "hard", allowed=False, group_size=8)
+    assert line == ("expected share of mixed groups 0.25 at G=8 from the posterior; 0 of 10 examples have "
+                    "0 < pass rate < 1 in the probe")
+    # a pool that never solves anything: its zeros are zeros, refused with the number and the key
+    none = _pool({0: 100})
+    subset = with_probe_posterior(none.head(10).select("id", "pass_rate"), none)
+    with pytest.raises(UnlearnableSubsetError, match=r"expected share of mixed groups 0.00 at G=8 from the posterior, "
+                                                     r"below 0.05 .*selection.allow_unlearnable: \[hard\]"):
+        check_learnable(subset, "hard", allowed=False, group_size=8)
+    assert "accepted by selection.allow_unlearnable (hard)" in check_learnable(subset, "hard", True, 8)
+    # a subset file from before the posterior columns: the raw rule
+    with pytest.raises(UnlearnableSubsetError, match="no learnable example"):
+        check_learnable(none.head(10).select("id", "pass_rate"), "hard", allowed=False, group_size=8)
+
+
+def test_a_probe_that_samples_otherwise_than_grpo_is_said_so_and_nothing_fails():
+    grpo = {"temperature": 0.7, "top_p": 1.0, "max_completion_length": 48}
+    same = {"temperature": 0.7, "top_p": 1.0, "max_new_tokens": 48}
+    assert sampling_mismatch(same, grpo) is None
+    assert sampling_mismatch(None, grpo) is None  # a table from before provenance was recorded
+    line = sampling_mismatch({**same, "temperature": 1.0, "max_new_tokens": 40}, grpo)
+    assert line.startswith("WARNING: the probe did not sample as GRPO does: temperature 1 in the probe vs 0.7 in "
+                           "GRPO (probe.temperature, grpo.temperature); max length 40 in the probe vs 48 in GRPO "
+                           "(probe.max_new_tokens, grpo.max_completion_length).")
+
+
+def test_the_probe_table_carries_its_provenance_and_posterior_through_a_file(tmp_path):
+    pool, prior = with_posterior(_pool({0: 15, 2: 10}))
+    provenance = probe_provenance({"k": 8, "temperature": 1.0, "top_p": 0.95, "max_new_tokens": 40, "seed": 3},
+                                  {"model": "abc123", "dtype": "float32", "backend": "hf",
+                                   "scorer": ["addition", "flexible"]}, prior)
+    path = tmp_path / "probe.parquet"
+    write_parquet_atomic(pool, path, metadata={PROVENANCE_KEY: provenance})
+    assert read_parquet_metadata(path, PROVENANCE_KEY) == provenance
+    assert provenance["model_fingerprint"] == "abc123" and provenance["prior"]["method"] == "empirical_bayes"
+    assert read_parquet(path).columns == ["id", "k", "n_correct", "pass_rate", "posterior_a", "posterior_b",
+                                          "posterior_mean"]
+    plain = tmp_path / "old.parquet"
+    write_parquet_atomic(pool, plain)
+    assert read_parquet_metadata(plain, PROVENANCE_KEY) is None
+    # the select job's subset carries the same provenance to the train job
+    assert sampling_mismatch(read_parquet_metadata(path, PROVENANCE_KEY),
+                             {"temperature": 1.0, "top_p": 0.95, "max_completion_length": 40}) is None

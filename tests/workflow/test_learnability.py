@@ -12,11 +12,14 @@ def test_a_subset_without_a_learnable_example_stops_its_train_job_before_a_step(
     cfg["selection"]["allow_unlearnable"] = []
     write_config(smoke_copy, cfg)
     subset = smoke_copy / "results/subsets/tiny/swaps/easy/seed0.parquet"
-    pl.read_parquet(subset).with_columns(pass_rate=pl.lit(1.0)).write_parquet(subset)  # solved every time
+    # solved every time, on a pool that solves nearly everything: a posterior close to 1
+    pl.read_parquet(subset).with_columns(pass_rate=pl.lit(1.0), n_correct=pl.col("k"), posterior_a=pl.lit(100.0),
+                                         posterior_b=pl.lit(0.01)).write_parquet(subset)
     res = snakemake(smoke_copy, "--cores", "1", "results/train/tiny/swaps/easy/seed0/steps.parquet")
     assert res.returncode != 0
     log = (smoke_copy / "logs/train/tiny/swaps/easy/seed0.log").read_text()
-    assert "UnlearnableSubsetError: subset 'easy' has no learnable example: every pass rate is in {1}" in log
+    assert ("UnlearnableSubsetError: subset 'easy' has expected share of mixed groups 0.00 at G=4 from the "
+            "posterior, below 0.05 (0 of 4 examples have 0 < pass rate < 1; pass rates in {1})") in log
     assert "selection.allow_unlearnable: [easy]" in log
     assert "training examples" not in log  # stopped before the trainer was built
 

@@ -330,14 +330,30 @@ def pool_distribution(probes: pl.DataFrame) -> pl.DataFrame:
 def with_expected_mixed(probes: pl.DataFrame, subsets: pl.DataFrame, generations: dict[str, int]
                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Probe and subset rows with `expected_mixed` for each example, for the group size G of its
-    model's GRPO runs (`generations`: model -> G)."""
+    model's GRPO runs (`generations`: model -> G): from the raw count (`metrics.expected_mixed`), and as
+    `expected_mixed_posterior` from the example's Beta posterior under a prior fitted to its pool
+    (`posterior.expected_mixed_posterior`; each model x task's probe is one pool)."""
+    from hardex.posterior import expected_mixed_posterior, with_posterior
+
     def add(df: pl.DataFrame) -> pl.DataFrame:
         rows = zip(df["model"], df["pass_rate"], df["k"])
         values = [expected_mixed(round(rate * k), k, generations[m]) for m, rate, k in rows]
         return df.with_columns(pl.Series("expected_mixed", values, dtype=pl.Float64))
 
+    def add_posterior(pool: pl.DataFrame) -> pl.DataFrame:
+        pool = with_posterior(pool.with_columns(n_correct=(pl.col("pass_rate") * pl.col("k")).round().cast(pl.Int64))
+                              )[0]
+        g = generations[pool["model"][0]]
+        values = [expected_mixed_posterior(a, b, g) for a, b in zip(pool["posterior_a"], pool["posterior_b"])]
+        return pool.select(*keep, pl.Series("expected_mixed_posterior", values, dtype=pl.Float64))
+
     probes = add(probes)
-    subsets = subsets.join(probes.select("model", "task", "id", "k", "expected_mixed"),
+    keep = probes.columns
+    if probes.height:
+        probes = pl.concat([add_posterior(pool) for _, pool in probes.group_by(["model", "task"], maintain_order=True)])
+    else:
+        probes = probes.with_columns(pl.lit(None, dtype=pl.Float64).alias("expected_mixed_posterior"))
+    subsets = subsets.join(probes.select("model", "task", "id", "k", "expected_mixed", "expected_mixed_posterior"),
                            on=["model", "task", "id"], how="left")
     return probes, subsets
 
@@ -349,7 +365,7 @@ def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame,
     cols = ["model", "task", "strategy", "seed", "pass_rate"]
     if generations is not None:
         probes, subsets = with_expected_mixed(probes, subsets, generations)
-        cols.append("expected_mixed")
+        cols += ["expected_mixed", "expected_mixed_posterior"]
     pool = probes.with_columns(pl.lit("pool").alias("strategy"), pl.lit(0, dtype=pl.Int64).alias("seed"))
     both = pl.concat([pool.select(cols), subsets.select(cols)], how="vertical_relaxed")
     # one subset per run seed: sizes per seed, pass rates over every seed's draw
@@ -358,7 +374,8 @@ def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame,
             pl.col("pass_rate").median().alias("median_pass_rate"), pl.col("pass_rate").min().alias("min_pass_rate"),
             pl.col("pass_rate").max().alias("max_pass_rate")]
     if generations is not None:
-        aggs.append((100 * pl.col("expected_mixed").mean()).alias("expected_learnable_pct"))
+        aggs += [(100 * pl.col("expected_mixed").mean()).alias("expected_learnable_pct"),
+                 (100 * pl.col("expected_mixed_posterior").mean()).alias("expected_learnable_pct_posterior")]
     aggs.append((pl.col("pass_rate").is_between(0, 1, closed="none").sum() / pl.col("seed").n_unique())
                 .alias("learnable_examples"))
     table = both.group_by(CELL_KEYS).agg(aggs).join(subset_ties(probes, subsets), on=CELL_KEYS, how="left")
@@ -532,12 +549,19 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                   "seeds to tell a match from noise." if catch["difference_ci_low"].is_nan().any() else "")
     expected_note = ""
     if generations is not None:
-        learn = learn.join(subs.select(*CELL_KEYS, "expected_learnable_pct"), on=CELL_KEYS, how="left")
+        learn = learn.join(subs.select(*CELL_KEYS, "expected_learnable_pct", "expected_learnable_pct_posterior"),
+                           on=CELL_KEYS, how="left")
         expected_note = (" expected_learnable_pct: predicted before training from the probe, the mean chance "
-                         "that a group of G samples of the base model mixes right and wrong answers; the "
-                         "subsets were chosen on those same samples, so it reads low for the hardest and high "
-                         "for the easiest, and training moves the policy away from the base model.")
-    gains_out = with_reference(gain_beyond_controls(gains, summary, res, level, n_boot, seed), ref, {"base_accuracy": "published_base_accuracy",
+                         "that a group of G samples of the base model mixes right and wrong answers, from each "
+                         "example's raw k of K; the subsets were chosen on those same samples, so it reads low "
+                         "for the hardest and high for the easiest (0 for examples never solved). "
+                         "expected_learnable_pct_posterior: the same from each example's Beta posterior given "
+                         "its k of K under a prior fitted to the pool's counts (hardex.posterior), which undoes "
+                         "most of that selection bias: on a pool the model sometimes solves, 0 of K is not "
+                         "never. Both predict the base model's groups; training moves the policy away from it, "
+                         "so the measured learnable % drifts from them as it learns.")
+    gains = gain_beyond_controls(gains, summary, res, level, n_boot, seed)
+    gains_out = with_reference(gains, ref, {"base_accuracy": "published_base_accuracy",
                                             "final_accuracy": "published_final_accuracy",
                                             "gain": "published_gain"}, names)
     learn_out = with_reference(learn, ref, {"learnable_pct": "published_learnable_pct"}, names)
