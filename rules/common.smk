@@ -209,6 +209,26 @@ def benchmark_params(wildcards):
     ]
 
 
+def eval_benchmark_params(wildcards):
+    """benchmark_params, with `greedy` in each decoding under evaluation.greedy (a greedy sample beside
+    the sampled ones); the key is absent otherwise, so configs without it keep their params and results."""
+    params = benchmark_params(wildcards)
+    if config["evaluation"]["greedy"]:
+        for b in params:
+            b["decoding"] = {**b["decoding"], "greedy": True}
+    return params
+
+
+def base_benchmark_params(wildcards):
+    """eval_benchmark_params of the base model: evaluation.base_pass_k samples on the task's first
+    benchmark (its pass@k at large k); unchanged when it is null."""
+    params = eval_benchmark_params(wildcards)
+    k = config["evaluation"]["base_pass_k"]
+    if k is not None:
+        params[0]["decoding"] = {**params[0]["decoding"], "n_samples": k}
+    return params
+
+
 def sft_files(wildcards):
     return [
         data_file(r) for r in config["models"][wildcards.model]["build"]["sft_from"]
