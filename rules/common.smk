@@ -322,6 +322,16 @@ PROVENANCE = {
 }
 BENCHMARKS = {t: config["tasks"][t]["benchmarks"] for t in TASKS}
 PASS_K = {b: d["pass_k"] for b, d in decodings(config).items()}
+# the rescored table: each task's first benchmark (its data file gives the references), its family and
+# the scorer each task's config uses
+RESCORING = {
+    "benchmarks": sorted({config["tasks"][t]["benchmarks"][0] for t in TASKS}),
+    "families": {
+        b: split_spec(config, b)["family"]
+        for b in sorted({config["tasks"][t]["benchmarks"][0] for t in TASKS})
+    },
+    "scorings": {t: config["tasks"][t]["scoring"] for t in TASKS},
+}
 STATS = {"ci_level": REPORT["ci_level"], **REPORT["bootstrap"]}
 # group size G per model: the learnable % a subset should give is predicted from the probe with it
 GENERATIONS = {m: grpo_settings(config, m)["num_generations"] for m in MODELS}

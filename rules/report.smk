@@ -25,6 +25,7 @@ rule report_tables:
         subsets=SUBSET_FILES,
         overlaps=OVERLAP_FILES,
         reference=REFERENCE_FILE,
+        benchmark_data=[data_file(b) for b in RESCORING["benchmarks"]],
     output:
         [table_output(name, title) for name, title in TABLES.items()],
         every(layout.TABLE, name=list(TABLES), ext=["md", "csv", "tex"]),
@@ -42,6 +43,7 @@ rule report_tables:
         names=REPORT["reference_names"],
         provenance=PROVENANCE,
         banner=BANNER,
+        rescoring=RESCORING,
     script:
         "../scripts/report_tables.py"
 
