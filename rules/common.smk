@@ -258,6 +258,7 @@ FIGURES = [
     "pool_pass_rates",
     "zero_std_share",
     "gain_vs_compute",
+    "pass_at_k",
 ]
 # gain by model capacity: a figure for configs that compare models
 FIGURES += ["capacity"] if len(MODELS) > 1 else []
