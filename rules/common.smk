@@ -223,6 +223,26 @@ def benchmark_params(wildcards):
     ]
 
 
+def eval_benchmark_params(wildcards):
+    """benchmark_params, with `greedy` in each decoding under evaluation.greedy (a greedy sample beside
+    the sampled ones); the key is absent otherwise, so configs without it keep their params and results."""
+    params = benchmark_params(wildcards)
+    if config["evaluation"]["greedy"]:
+        for b in params:
+            b["decoding"] = {**b["decoding"], "greedy": True}
+    return params
+
+
+def base_benchmark_params(wildcards):
+    """eval_benchmark_params of the base model: evaluation.base_pass_k samples on the task's first
+    benchmark (its pass@k at large k); unchanged when it is null."""
+    params = eval_benchmark_params(wildcards)
+    k = config["evaluation"]["base_pass_k"]
+    if k is not None:
+        params[0]["decoding"] = {**params[0]["decoding"], "n_samples": k}
+    return params
+
+
 def sft_files(wildcards):
     return [
         data_file(r) for r in config["models"][wildcards.model]["build"]["sft_from"]
@@ -252,6 +272,7 @@ FIGURES = [
     "pool_pass_rates",
     "zero_std_share",
     "gain_vs_compute",
+    "pass_at_k",
 ]
 # gain by model capacity: a figure for configs that compare models
 FIGURES += ["capacity"] if len(MODELS) > 1 else []
@@ -316,6 +337,16 @@ PROVENANCE = {
 }
 BENCHMARKS = {t: config["tasks"][t]["benchmarks"] for t in TASKS}
 PASS_K = {b: d["pass_k"] for b, d in decodings(config).items()}
+# the rescored table: each task's first benchmark (its data file gives the references), its family and
+# the scorer each task's config uses
+RESCORING = {
+    "benchmarks": sorted({config["tasks"][t]["benchmarks"][0] for t in TASKS}),
+    "families": {
+        b: split_spec(config, b)["family"]
+        for b in sorted({config["tasks"][t]["benchmarks"][0] for t in TASKS})
+    },
+    "scorings": {t: config["tasks"][t]["scoring"] for t in TASKS},
+}
 STATS = {"ci_level": REPORT["ci_level"], **REPORT["bootstrap"]}
 # group size G per model: the learnable % a subset should give is predicted from the probe with it
 GENERATIONS = {m: grpo_settings(config, m)["num_generations"] for m in MODELS}

@@ -19,7 +19,7 @@ rule evaluate_base:
         runtime=model_runtime,
     params:
         model=model_params,
-        benchmarks=benchmark_params,
+        benchmarks=base_benchmark_params,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         eval_seed=config["evaluation"]["seed"],
         seeds=SEEDS,
@@ -50,7 +50,7 @@ rule evaluate_run:
         runtime=model_runtime,
     params:
         model=model_params,
-        benchmarks=benchmark_params,
+        benchmarks=eval_benchmark_params,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         eval_seed=config["evaluation"]["seed"],
         generation=config["generation"],

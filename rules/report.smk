@@ -13,6 +13,7 @@ localrules:
     report_figure_capacity,
     report_figure_compute,
     report_figure_tiers,
+    report_figure_pass_at_k,
 
 
 rule report_tables:
@@ -25,6 +26,7 @@ rule report_tables:
         subsets=SUBSET_FILES,
         overlaps=OVERLAP_FILES,
         reference=REFERENCE_FILE,
+        benchmark_data=[data_file(b) for b in RESCORING["benchmarks"]],
     output:
         [table_output(name, title) for name, title in TABLES.items()],
         every(layout.TABLE, name=list(TABLES), ext=["md", "csv", "tex"]),
@@ -43,6 +45,7 @@ rule report_tables:
         names=REPORT["reference_names"],
         provenance=PROVENANCE,
         banner=BANNER,
+        rescoring=RESCORING,
     script:
         "../scripts/report_tables.py"
 
@@ -252,3 +255,21 @@ rule report_figure_compute:
         provenance=PROVENANCE,
     script:
         "../scripts/report_figure_compute.py"
+
+
+rule report_figure_pass_at_k:
+    """pass@k against k (log2), the base model against each strategy's final checkpoint, from the
+    pass_at_k table: sharpening against new solving."""
+    input:
+        table=layout.fill(layout.TABLE, name="pass_at_k", ext="csv"),
+    output:
+        figure_outputs("pass_at_k", "pass@k against k"),
+    log:
+        "logs/report/figure_pass_at_k.log",
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        style=STYLE,
+        provenance=PROVENANCE,
+    script:
+        "../scripts/report_figure_pass_at_k.py"

@@ -7,7 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import polars as pl
 
-from hardex.evaluation import evaluate_examples, evaluation_seed, run_checkpoints
+from hardex.evaluation import evaluate_examples, evaluation_seed, greedy_outcomes, run_checkpoints
 from hardex.io import read_parquet, write_parquet_atomic
 from hardex.metrics import summarize
 from hardex.tasks import get_task
@@ -26,7 +26,7 @@ def main():
         checkpoints = run_checkpoints(Path(run_dir)) if run_dir else [(0, None)]
         seeds = [int(snakemake.wildcards.seed)] if run_dir else snakemake.params.seeds
         log(f"evaluating steps {[s for s, _ in checkpoints]} for run seed(s) {seeds}")
-        frames = []
+        frames, greedy = [], {}
         for step, folder in checkpoints:
             generator.use_checkpoint(folder)
             for run_seed in seeds:
@@ -35,6 +35,10 @@ def main():
                     rows = read_parquet(path).to_dicts()
                     task = get_task(bench["family"], snakemake.params.scoring)
                     out = evaluate_examples(generator, task, rows, render, bench["decoding"], step, sampling_seed, run_seed)
+                    if bench["decoding"].get("greedy"):  # evaluation.greedy: once per checkpoint, every seed's rows
+                        if (step, bench["ref"]) not in greedy:
+                            greedy[step, bench["ref"]] = greedy_outcomes(generator, task, rows, render, bench["decoding"], step)
+                        out = out.join(greedy[step, bench["ref"]], on="id", how="left")
                     frames.append(out.with_columns(pl.lit(bench["ref"]).alias("benchmark")))
                     s = summarize(out, bench["decoding"]["pass_k"]).row(0, named=True)
                     log(f"seed {run_seed} step {step:5d}  {bench['ref']:24s} " + "  ".join(

@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from hardex.report.reference import load_reference
 from hardex.report.render import write_table
 from hardex.report.loading import load_overlaps, load_pool, load_results
+from hardex.report.rescoring import RESCORED_NOTE, rescored_table
 from hardex.report.tables import TABLES, build_tables
 from hardex.workflow import job_log
 
@@ -15,9 +16,12 @@ with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input
     res = load_results(i.evals, i.bases, i.steps, p.benchmarks, p.pass_k)
     probes, subsets = load_pool(i.probes, i.subsets)
+    # the stored completions rescored by every scorer of their task: the benchmarks' data give the references
+    rescored = rescored_table(i.evals, i.bases, p.benchmarks, dict(zip(p.rescoring["benchmarks"], i.benchmark_data)),
+                              p.rescoring["families"], p.rescoring["scorings"])
     tables = build_tables(res, probes, subsets, p.stats["ci_level"], p.stats["iterations"], p.stats["seed"],
                           load_reference(p.reference), p.names, p.generations, load_overlaps(i.overlaps),
-                          p.equivalence_margin)
+                          p.equivalence_margin, (rescored, RESCORED_NOTE))
     out_dir = {Path(f).stem: Path(f).parent for f in snakemake.output}
     for name, (df, note) in tables.items():
         write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals, banner=p.banner)

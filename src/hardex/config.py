@@ -210,6 +210,28 @@ def _cross_checks(cfg: dict) -> None:
         if max(dec["pass_k"]) > dec["n_samples"]:
             raise ConfigError(f"{where('pass_k')}: {dec['pass_k']} needs n_samples >= {max(dec['pass_k'])} for benchmark "
                               f"{ref}; {where('n_samples')} is {dec['n_samples']}")
+    _check_greedy_and_base_pass_k(cfg)
+
+
+def _check_greedy_and_base_pass_k(cfg: dict) -> None:
+    """evaluation.greedy adds a greedy sample beside sampled ones; evaluation.base_pass_k samples the base
+    model K times on each task's first benchmark: neither can apply to a decoding that is already greedy."""
+    ev, decoding = cfg["evaluation"], decodings(cfg)
+    for ref, dec in decoding.items():
+        if ev["greedy"] and dec["temperature"] == 0:
+            raise ConfigError(f"evaluation.greedy: benchmark {ref} is already decoded greedily (temperature 0); "
+                              f"set evaluation.greedy: false or sample it")
+    k = ev["base_pass_k"]
+    if k is None:
+        return
+    for task, tcfg in cfg["tasks"].items():
+        ref = tcfg["benchmarks"][0]
+        if decoding[ref]["temperature"] == 0:
+            raise ConfigError(f"evaluation.base_pass_k: {k} samples of the base model on {ref} (task {task}), whose "
+                              f"decoding is greedy (temperature 0): one completion per question")
+        if k < decoding[ref]["n_samples"]:
+            raise ConfigError(f"evaluation.base_pass_k: {k} is below the {decoding[ref]['n_samples']} samples "
+                              f"(n_samples) the checkpoints take on {ref} (task {task}): the base needs at least as many")
 
 
 def _check_split_fields(datasets: dict) -> None:

@@ -2,7 +2,8 @@
 
 Per-example outcomes are kept (one row per checkpoint step x example: samples, correct count,
 tier, completions), so accuracy, pass@k and accuracy per difficulty tier (`hardex.metrics`) all come
-from the same files. Step 0 is the base model.
+from the same files. Step 0 is the base model. With `evaluation.greedy` each row also holds one greedy
+completion (`greedy_outcomes`: greedy_correct, greedy_completion), beside the sampled ones.
 """
 
 from __future__ import annotations
@@ -70,4 +71,19 @@ def evaluate_examples(
             for r, p, comps in zip(rows, prompts, outs)
         ],
         schema=OUTCOME_SCHEMA,
+    )
+
+
+def greedy_outcomes(generator, task, rows: list[dict[str, Any]], render: Callable[[str], str],
+                    decoding: dict[str, Any], step: int) -> pl.DataFrame:
+    """One greedy completion per example (`evaluation.greedy`): id, greedy_correct (0/1), greedy_completion.
+    Greedy decoding has no randomness, so one call serves every run seed of a checkpoint."""
+    prompts = [render(task.prompt(r)) for r in rows]
+    greedy = Sampling(temperature=0.0, max_new_tokens=int(decoding["max_new_tokens"]))
+    outs = generator.generate(prompts, 1, greedy, seed=0, desc=f"eval step {step} greedy", keys=[r["id"] for r in rows])
+    return pl.DataFrame(
+        {"id": [r["id"] for r in rows],
+         "greedy_correct": [int(task.is_correct(c[0], r["answer"], p)) for r, p, c in zip(rows, prompts, outs)],
+         "greedy_completion": [c[0] for c in outs]},
+        schema={"id": pl.Utf8, "greedy_correct": pl.Int64, "greedy_completion": pl.Utf8},
     )

@@ -652,7 +652,9 @@ def plan(cfg: dict) -> list[JobPlan]:
                                       prompts=known_split_size(cfg, cfg["tasks"][task]["pool"]))))
         jobs.append(_worst("probe", arch, probes))
         full = g["finetune"] == "full"
-        evals = [(ref, dict(common, samples=dec["n_samples"], max_new_tokens=dec["max_new_tokens"], top_p=Sampling.from_config(dec).top_p,
+        # the base model takes evaluation.base_pass_k samples on each task's first benchmark
+        base_k = {t["benchmarks"][0]: cfg["evaluation"].get("base_pass_k") or 0 for t in cfg["tasks"].values()}
+        evals = [(ref, dict(common, samples=max(dec["n_samples"], base_k.get(ref, 0)), max_new_tokens=dec["max_new_tokens"], top_p=Sampling.from_config(dec).top_p,
                             weight_copies=3 if full else 1, lora=None if full else g["lora"],
                             prompts=known_split_size(cfg, ref)))
                  for ref, dec in decodings(cfg).items()]

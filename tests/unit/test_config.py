@@ -273,3 +273,33 @@ def test_a_probe_sampling_otherwise_than_grpo_is_a_notice_at_planning_not_an_err
         "tiny/swaps: the probe did not sample as GRPO does: temperature 1 in the probe vs 0.7 in GRPO "
         "(probe.temperature, grpo.temperature). Pass rates, the selection and the expected share of mixed "
         "groups describe the probe's decoding, not GRPO's."]
+
+
+GREEDY = {"n_samples": 1, "temperature": 0, "max_new_tokens": 40, "pass_k": [1]}
+EVALUATION_CASES = [  # (evaluation keys, refusal)
+    ({"greedy": True, "overrides": {"swaps/ood": GREEDY}},
+     "evaluation.greedy: benchmark swaps/ood is already decoded greedily (temperature 0)"),
+    ({"base_pass_k": 0}, "evaluation.base_pass_k: 0 is out of range; must be >= 1"),
+    ({"base_pass_k": 2, "decoding": {**GREEDY, "n_samples": 4, "temperature": 1.0}},
+     "evaluation.base_pass_k: 2 is below the 4 samples (n_samples) the checkpoints take on swaps/test (task swaps)"),
+    ({"base_pass_k": 8, "decoding": GREEDY},
+     "evaluation.base_pass_k: 8 samples of the base model on swaps/test (task swaps), whose decoding is greedy"),
+]
+
+
+@pytest.mark.parametrize("keys,message", EVALUATION_CASES, ids=[m.split(":")[0] + str(i) for i, (_, m) in
+                                                                 enumerate(EVALUATION_CASES)])
+def test_greedy_and_base_pass_k_are_refused_where_they_cannot_apply(smoke_config, keys, message):
+    cfg = smoke_config
+    for key, value in keys.items():
+        cfg = with_key(cfg, f"evaluation.{key}", value)
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_greedy_beside_sampling_and_the_base_pass_k_are_accepted(smoke_config):
+    cfg = check_config(with_key(with_key(smoke_config, "evaluation.greedy", True), "evaluation.base_pass_k", 8))
+    assert cfg["evaluation"]["greedy"] is True and cfg["evaluation"]["base_pass_k"] == 8
+    plain = check_config(copy.deepcopy(smoke_config))["evaluation"]
+    assert plain["greedy"] is False and plain["base_pass_k"] is None

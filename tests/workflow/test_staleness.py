@@ -154,3 +154,15 @@ def test_a_damaged_result_table_is_named_by_the_job_that_reads_it(finished):
     assert res.returncode != 0
     log = (finished / "logs/select/tiny/swaps/hard/seed0.log").read_text()
     assert f"{probe.relative_to(finished)}: damaged or incomplete" in log and "run snakemake again" in log
+
+
+def test_base_pass_k_reruns_the_base_evaluation_and_the_report_only(finished, downstream):
+    """evaluation.base_pass_k reaches only the base's params (and null, the default, reaches none)."""
+    edit(finished, lambda c: c["evaluation"].update(base_pass_k=8))
+    assert planned(finished) == {job("evaluate_base")} | downstream("evaluate_base")
+
+
+def test_greedy_beside_sampling_reruns_every_evaluation_and_the_report(finished, downstream):
+    edit(finished, lambda c: c["evaluation"].update(greedy=True))
+    expected = {job("evaluate_base")} | runs("evaluate_run") | downstream("evaluate_base") | downstream("evaluate_run")
+    assert planned(finished) == expected

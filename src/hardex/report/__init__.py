@@ -8,11 +8,14 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
 - "final" is the last checkpoint of a run, and Table 1's numbers use the task's first benchmark
   (the in-distribution test set); every other benchmark of a task counts as out-of-distribution;
 - a 95 % interval (the level is a parameter) is a t-interval across seeds when a cell has several
-  seeds, and a paired bootstrap over test examples when it has one.
+  seeds, and a paired bootstrap over test examples when it has one;
+- the configured scorer (`tasks.<task>.scoring`) decides every accuracy except the `rescored` table's,
+  which judges the same stored completions by each scorer of the task, the configured one marked.
 
 Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `tables` (the
-tables and the regression), `catch_up` (paper 2's comparison with the full-pool run), `reference`
-(the published numbers), `render` (Markdown, CSV, LaTeX, HTML), `plots` and `timings` (compute).
+tables and the regression), `rescoring` and `sharpening` (the rescored and pass_at_k tables), `catch_up`
+(paper 2's comparison with the full-pool run), `reference` (the published numbers), `render` (Markdown,
+CSV, LaTeX, HTML), `plots` and `timings` (compute).
 """
 
 

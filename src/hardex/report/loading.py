@@ -32,8 +32,9 @@ def _with_keys(df: pl.DataFrame, keys: dict[str, Any]) -> pl.DataFrame:
 class Results:
     """Per-example outcomes of every run and of the base model, and every run's step record.
 
-    `runs`: model, task, strategy, seed, step, benchmark, id, tier, n, n_correct.
-    `base`: model, task, benchmark, id, tier, n, n_correct (step 0).
+    `runs`: model, task, strategy, seed, step, benchmark, id, tier, n, n_correct (+ greedy_correct where
+    evaluated with evaluation.greedy).
+    `base`: model, task, benchmark, id, tier, n, n_correct (step 0; likewise).
     `steps`: model, task, strategy, seed + the columns of steps.parquet.
     `benchmarks`: task -> its benchmarks, the in-distribution one first.
     `pass_k`: benchmark -> the k values of its pass@k.
@@ -66,9 +67,11 @@ def load_results(
     """
     run_keys = [(f, _keys(layout.EVAL_RUN, f)) for f in eval_files]  # a stray path fails before any read
     base_keys = [(f, _keys(layout.EVAL_BASE, f)) for f in base_files]
-    runs = [_with_keys(read_parquet(f, columns=OUTCOME_COLUMNS), k) for f, k in run_keys]
+    # greedy_correct: the greedy sample beside the sampled ones, in files evaluated with evaluation.greedy
+    runs = [_with_keys(read_parquet(f, columns=[c for c in [*OUTCOME_COLUMNS, "greedy_correct"] if c in have]), k)
+            for f, k in run_keys for have in [parquet_columns(f)]]
     # the base model is evaluated once per run seed (column seed), with that seed's evaluation noise
-    bases = [_with_keys(read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS] if c in have]), k)
+    bases = [_with_keys(read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS, "greedy_correct"] if c in have]), k)
              for f, k in base_keys for have in [parquet_columns(f)]]
     if not runs or not bases:
         raise AnalysisError("no evaluation results to analyse (need run and base evaluation files)")

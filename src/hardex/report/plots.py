@@ -574,3 +574,55 @@ def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], styl
         _legend_below(fig, handles, labels)
         fig.suptitle("Gain against compute: offline selection (filled) and online filtering (open)")
         return save_figure(fig, paths, st)
+
+
+# ---- sharpening against new solving: pass@k against k ----------------------------------------------------
+
+
+def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """Per model x task (one panel each): pass@k (%) against k on a log2 axis, the base model (black,
+    dashed) and each strategy's final checkpoint up to its own samples. A strategy above the base at k = 1
+    that meets or falls below it at large k sharpened what the base could already solve. `table` is
+    `report.sharpening.pass_at_k_table` (or its CSV)."""
+    st = _style(style)
+    ks = sorted(int(c.split("@")[1]) for c in table.columns if c.startswith("pass@"))
+    cells = table.select("model", "task").unique(maintain_order=True).rows() if table.height else []
+    strategies = sorted(set(table["strategy"]) - {"base"}, key=strategy_sort_key) if table.height else []
+    with plt.rc_context(_rc(st)):
+        fig, axes = plt.subplots(1, max(1, len(cells)), squeeze=False, layout="constrained",
+                                 figsize=(st["panel_width"] * max(1, len(cells)), st["panel_height"] + 0.9))
+        for ax, (model, task) in zip(axes[0], cells):
+            rows = table.filter((pl.col("model") == model) & (pl.col("task") == task))
+            for strategy in ["base", *strategies]:
+                r = rows.filter(pl.col("strategy") == strategy)
+                points = [(k, r[f"pass@{k}"][0]) for k in ks if r.height and r[f"pass@{k}"][0] is not None
+                          and not math.isnan(r[f"pass@{k}"][0])]
+                if not points:
+                    continue
+                x, y = zip(*points)
+                if strategy == "base":
+                    ax.plot(x, y, color="black", ls="--", marker="o", lw=1.8, label="base model")
+                else:
+                    _, online = offline_strategy(strategy)
+                    color = strategy_color(strategy, strategies)
+                    ax.plot(x, y, color=color, marker="o", markerfacecolor="white" if online else color, lw=1.5,
+                            label=f"{strategy} (final)")
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ks))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([str(k) for k in ks]))
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ax.set_xlabel("k (samples per question)")
+            ax.set_ylabel("pass@k (%)")
+            ax.set_title(f"{model} / {task}")
+            _at_least_ten_points(ax)
+        if not cells:
+            _no_data(axes[0][0], "no pass@k to draw")
+        handles, labels = [], []
+        for ax in axes[0]:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        _legend_below(fig, handles, labels)
+        fig.suptitle("pass@k of the base model and of each strategy's final checkpoint (first benchmark)")
+        return save_figure(fig, paths, st)

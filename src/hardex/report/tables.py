@@ -521,6 +521,8 @@ TABLES = {
     "catch_up": "Share of the full-pool run's steps, and whether final accuracy is equivalent to that run's (paper 2's catch-up)",
     "data_overlap": "Pool against benchmarks: questions in both",
     "rollout_budget": "Rollouts and tokens generated per strategy, probing included, against its gain",
+    "rescored": "Base and final accuracy rescored by every scorer of the task: form against skill",
+    "pass_at_k": "pass@k of the base model at large k against each strategy's final checkpoint: sharpening against new solving",
 }
 
 
@@ -528,10 +530,13 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                  n_boot: int = 2000, seed: int = 0, ref: pl.DataFrame | None = None,
                  names: dict | None = None, generations: dict[str, int] | None = None,
                  overlaps: pl.DataFrame | None = None,
-                 margin: float = EQUIVALENCE_MARGIN) -> dict[str, tuple[pl.DataFrame, str]]:
+                 margin: float = EQUIVALENCE_MARGIN, rescored: tuple[pl.DataFrame, str] | None = None
+                 ) -> dict[str, tuple[pl.DataFrame, str]]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
     the learnable % expected from the probe beside the measured one when `generations` (model -> G) is;
-    `margin`: report.equivalence_margin, in points, of the catch-up table's equivalence test."""
+    `margin`: report.equivalence_margin, in points, of the catch-up table's equivalence test;
+    `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data)."""
+    from hardex.report.sharpening import PASS_AT_K_NOTE, pass_at_k_table
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
     gains = gain_table(res, level, n_boot, seed, summary)
@@ -622,4 +627,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                    "generate records none: its mean completion length times its rollouts). Gain as "
                                    f"in accuracy_gain, with its {pct} interval." if budget.height else
                            "No run recorded its rollouts (results from before the count was kept)."),
+        "pass_at_k": (pass_at_k_table(res), PASS_AT_K_NOTE),
+        "rescored": rescored if rescored is not None else
+        (pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8}),
+         "Not rescored: the completions were not rescored for this report (report.rescoring.rescored_table)."),
     }
