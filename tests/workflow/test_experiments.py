@@ -4,6 +4,7 @@ config also materializes its dataset splits from the hub-format files."""
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
+from hardex.config import check_config, run_strategies
 from tests.support import ROOT, snakemake, stub_hub_cache, write_config
 
 EXPERIMENTS = ROOT / "experiments"
@@ -64,7 +66,7 @@ def grid_counts(cfg: dict) -> dict[str, int]:
     """Jobs per rule from a config's grid, on an empty working directory."""
     m, t = len(cfg["models"]), len(cfg["tasks"])
     s, seeds = len(cfg["selection"]["strategies"]), len(cfg.get("seeds", [0]))
-    runs = s + len(cfg["selection"].get("online_strategies", []))  # <strategy>_online runs share its subset
+    runs = len(run_strategies(check_config(copy.deepcopy(cfg))))  # <strategy>_online and control runs share its subset
     splits = {ref for task in cfg["tasks"].values() for ref in [task["pool"], *task["benchmarks"]]}
     built = [mm for mm in cfg["models"].values() if mm["path"] == "build"]
     splits |= {ref for mm in built for ref in mm["build"]["sft_from"]}

@@ -30,6 +30,7 @@ def held_intervals(logs) -> list[tuple[str, datetime, datetime, set[str]]]:
 def test_concurrent_gpu_jobs_never_share_a_gpu_and_every_gpu_is_used(tmp_path, monkeypatch):
     cfg = yaml.safe_load(SMOKE.read_text())
     cfg["compute"] = {"gpu": 1, "threads": 1, "run_threads": 1}
+    cfg["selection"].pop("controls")
     # 4 runs (hard, easy, random, hard_online): 4 train and 4 evaluate_run jobs besides build and probe
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("HARDEX_GPUS", "0,1,2,3")

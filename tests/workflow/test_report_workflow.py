@@ -9,6 +9,7 @@ import re
 import pytest
 import yaml
 
+from hardex.config import check_config, run_strategies
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
 from tests.support import snakemake
@@ -50,8 +51,7 @@ def test_compute_table_counts_every_model_job(smoke_run):
     import polars as pl
 
     cfg = yaml.safe_load((smoke_run / "config.yaml").read_text())
-    strategies = cfg["selection"]["strategies"] + cfg["selection"]["online_strategies"]  # and their _online runs
-    runs = len(cfg["tasks"]) * len(strategies) * len(cfg["seeds"])
+    runs = len(cfg["tasks"]) * len(run_strategies(check_config(cfg))) * len(cfg["seeds"])  # online and control runs too
     table = pl.read_csv(smoke_run / "results/tables/compute.csv")
     jobs = dict(zip(table["stage"], table["jobs"]))
     assert jobs == {"build_model": 1, "probe": len(cfg["tasks"]), "train": runs,

@@ -14,7 +14,8 @@ import yaml
 from tests.support import snakemake
 
 STRATEGIES = ("hard", "easy", "random")  # the smoke config's subsets
-RUNS = (*STRATEGIES, "hard_online")  # and its runs: online_strategies [hard] trains hard's subset twice
+# and its runs: online_strategies [hard] and controls of hard train hard's subset three more times
+RUNS = (*STRATEGIES, "hard_online", "hard_shuffled", "hard_format")
 
 
 def planned(workdir, *extra) -> set[str]:
