@@ -36,6 +36,7 @@ rule report_tables:
         benchmarks=BENCHMARKS,
         pass_k=PASS_K,
         stats=STATS,
+        power=REPORT["power"],
         decimals=REPORT["tables"]["decimals"],
         generations=GENERATIONS,
         reference=REPORT["reference"],

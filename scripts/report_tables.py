@@ -16,7 +16,8 @@ with job_log(snakemake) as log:
     res = load_results(i.evals, i.bases, i.steps, p.benchmarks, p.pass_k)
     probes, subsets = load_pool(i.probes, i.subsets)
     tables = build_tables(res, probes, subsets, p.stats["ci_level"], p.stats["iterations"], p.stats["seed"],
-                          load_reference(p.reference), p.names, p.generations, load_overlaps(i.overlaps))
+                          load_reference(p.reference), p.names, p.generations, load_overlaps(i.overlaps),
+                          power=p.power)
     out_dir = {Path(f).stem: Path(f).parent for f in snakemake.output}
     for name, (df, note) in tables.items():
         write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals, banner=p.banner)
