@@ -8,7 +8,9 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
 - "final" is the last checkpoint of a run, and Table 1's numbers use the task's first benchmark
   (the in-distribution test set); every other benchmark of a task counts as out-of-distribution;
 - a 95 % interval (the level is a parameter) is a t-interval across seeds when a cell has several
-  seeds, and a paired bootstrap over test examples when it has one.
+  seeds, and a paired bootstrap over test examples when it has one; Table 1 also gives one over seeds
+  and test questions together (`gain_sq`, `statistics.seeds_and_questions_interval`), and the power
+  table the seeds each difference needs (docs/power.md).
 
 Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `tables` (the
 tables and the regression), `catch_up` (paper 2's comparison with the full-pool run), `reference`
