@@ -39,6 +39,7 @@ rule report_tables:
         pass_k=PASS_K,
         stats=STATS,
         equivalence_margin=REPORT["equivalence_margin"],
+        power=REPORT["power"],
         decimals=REPORT["tables"]["decimals"],
         generations=GENERATIONS,
         reference=REPORT["reference"],

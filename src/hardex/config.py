@@ -367,6 +367,14 @@ def _check_adaptive_boundaries(cfg: dict) -> None:
             f"names, to be selected from unsettled pass rates; add {' and '.join(missing)} or set null (all of them)")
 
 
+def _check_power(cfg: dict) -> None:
+    """A test whose power is at most its level finds nothing it would not find by chance."""
+    power = cfg["report"]["power"]
+    if power["power"] <= power["alpha"]:
+        raise ConfigError(f"report.power.power: {power['power']} is not above report.power.alpha "
+                          f"({power['alpha']}): any test reaches that power with 2 seeds")
+
+
 def canonicalize(node: Any) -> Any:
     """Sort the keys of every mapping, in place; lists keep their order (it can mean something).
 
@@ -412,6 +420,7 @@ def check_config(config: dict[str, Any], schema_path: Path = SCHEMA) -> dict[str
     _cross_checks(config)
     _check_steps_fit_subsets(config)
     _check_adaptive_boundaries(config)
+    _check_power(config)
     return canonicalize(config)
 
 

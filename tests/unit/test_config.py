@@ -195,6 +195,7 @@ def test_online_runs_are_added_per_online_strategy_and_need_hardexs_rollouts(smo
 
     cfg = copy.deepcopy(smoke_config)
     cfg["selection"]["online_strategies"] = ["random"]
+    cfg["selection"].pop("controls")
     cfg = check_config(cfg)
     assert run_strategies(cfg) == ["hard", "easy", "random", "random_online"]
     assert run_grpo_settings(cfg, "tiny", "random_online")["online_filtering"] is True

@@ -8,7 +8,9 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
 - "final" is the last checkpoint of a run, and Table 1's numbers use the task's first benchmark
   (the in-distribution test set); every other benchmark of a task counts as out-of-distribution;
 - a 95 % interval (the level is a parameter) is a t-interval across seeds when a cell has several
-  seeds, and a paired bootstrap over test examples when it has one;
+  seeds, and a paired bootstrap over test examples when it has one; Table 1 also gives one over seeds
+  and test questions together (`gain_sq`, `statistics.seeds_and_questions_interval`), and the power
+  table the seeds each difference needs (docs/power.md);
 - the configured scorer (`tasks.<task>.scoring`) decides every accuracy except the `rescored` table's,
   which judges the same stored completions by each scorer of the task, the configured one marked.
 

@@ -18,6 +18,7 @@ from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
 from hardex.report.reference import with_reference
 from hardex.report.loading import Results, load_overlaps
 from hardex.report.statistics import bootstrap_mean_interval, regression, t_interval
+from hardex.report.statistics import seeds_and_questions_interval, seeds_needed  # intervals over questions, power
 from hardex.selection import BASE_SPLIT_STRATEGIES, BUDGET_STRATEGIES, strategy_sort_key
 
 RUN_KEYS = ["model", "task", "strategy", "seed"]
@@ -510,6 +511,113 @@ def _json_safe(obj: Any) -> Any:
     return obj
 
 
+def question_differences(res: Results, model: str, task: str, strategy: str, seeds: Sequence[int]) -> np.ndarray:
+    """Seeds x test questions (in-distribution): each seed's final-checkpoint correct share minus its own
+    base model's (as `paired_differences`), questions aligned by id (NaN where a seed lacks one), for the
+    two-stage bootstrap."""
+    bench = res.in_distribution(task)
+    parts = []
+    for i, s in enumerate(seeds):
+        run = res.runs.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("strategy") == strategy)
+                              & (pl.col("seed") == s) & (pl.col("benchmark") == bench))
+        run = run.filter(pl.col("step") == run["step"].max())
+        base = base_outcomes(res, model, task, bench, s).group_by("id").agg((pl.col("n_correct") / pl.col("n"))
+                                                                            .mean().alias("b"))
+        parts.append(run.select(pl.col("id").cast(pl.Utf8), (pl.col("n_correct") / pl.col("n")).alias("f"))
+                     .join(base.with_columns(pl.col("id").cast(pl.Utf8)), on="id", how="inner")
+                     .select("id", (pl.col("f") - pl.col("b")).alias("d"), pl.lit(str(i)).alias("_seed")))
+    wide = pl.concat(parts).pivot(on="_seed", index="id", values="d", aggregate_function="first")
+    return wide.select([pl.col(str(i)) if str(i) in wide.columns else pl.lit(None, dtype=pl.Float64).alias(str(i))
+                        for i in range(len(seeds))]).to_numpy().T.astype(float)
+
+
+def with_seeds_and_questions_interval(gains: pl.DataFrame, res: Results, summary: pl.DataFrame,
+                                      level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
+    """Table 1 with `gain_sq_ci_low`, `gain_sq_ci_high`: the gain's interval over seeds and test questions
+    together (`statistics.seeds_and_questions_interval`), beside the t over seeds that treats the test
+    questions as fixed. Null with one seed."""
+    rows = []
+    for (model, task, strategy), grp in summary.group_by(CELL_KEYS, maintain_order=True):
+        seeds = sorted(int(s) for s in grp["seed"])
+        lo = hi = math.nan
+        if len(seeds) > 1:
+            d = question_differences(res, model, task, strategy, seeds)
+            lo, hi = (100 * v for v in seeds_and_questions_interval(d, level, n_boot, seed))
+        rows.append({"model": model, "task": task, "strategy": strategy, "gain_sq_ci_low": lo, "gain_sq_ci_high": hi})
+    extra = pl.DataFrame(rows, schema={"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8,
+                                       "gain_sq_ci_low": pl.Float64, "gain_sq_ci_high": pl.Float64})
+    return gains.join(extra, on=CELL_KEYS, how="left", maintain_order="left")
+
+
+POWER_KINDS = ("control", "base", "pair")  # the power table's row order within a model x task
+
+
+def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, max_seeds: int = 1000) -> pl.DataFrame:
+    """How many seeds a comparison needs: per model x task, every pair of strategies (final in-distribution
+    accuracy, paired by seed) and every strategy against the base model (its gain, against zero).
+
+    kind: "control" for a strategy against a run named `<strategy>_<suffix>` (its control, or its
+    `_online` run), listed first; "base" for the gain; "pair" for the rest. difference: mean over the
+    seeds both ran of strategy minus versus (points); difference_sd: its standard deviation over those
+    seeds; effect_size = difference / difference_sd; seeds_needed: the fewest seeds at which a paired
+    t-test at two-sided level `alpha` tells that difference from zero with probability `power`
+    (`statistics.seeds_needed`), ">max_seeds" beyond it, "not estimable" with one seed.
+    """
+    rows = []
+    for (model, task), cell in summary.group_by(["model", "task"], maintain_order=True):
+        by_strategy = {s: dict(zip(g["seed"], g["final_accuracy"]))
+                       for (s,), g in cell.group_by(["strategy"], maintain_order=True)}
+        gains = {s: dict(zip(g["seed"], g["gain"])) for (s,), g in cell.group_by(["strategy"], maintain_order=True)}
+        names = sorted(by_strategy, key=strategy_sort_key)
+        comparisons = []
+        for i, a in enumerate(names):
+            comparisons.append((a, "base", "base", gains[a]))
+            for b in names[i + 1:]:
+                first, second = (b, a) if a.startswith(b + "_") else (a, b)
+                kind = "control" if second.startswith(first + "_") else "pair"
+                mine, other = by_strategy[first], by_strategy[second]
+                comparisons.append((first, second, kind, {s: mine[s] - other[s] for s in mine if s in other}))
+        for strategy, versus, kind, diffs in comparisons:
+            v = np.array(list(diffs.values()), dtype=float)
+            mean = float(v.mean()) if v.size else math.nan
+            sd = float(v.std(ddof=1)) if v.size > 1 else math.nan
+            if v.size < 2:
+                needed = "not estimable"
+            else:
+                n = seeds_needed(mean, sd, power, alpha, max_seeds)
+                needed = str(n) if n is not None else f">{max_seeds}"
+            rows.append({"model": model, "task": task, "kind": kind, "strategy": strategy, "versus": versus,
+                         "n_seeds": int(v.size), "difference": mean, "difference_sd": sd,
+                         "effect_size": mean / sd if v.size > 1 and sd > 0 else math.nan, "seeds_needed": needed})
+    schema = {"model": pl.Utf8, "task": pl.Utf8, "kind": pl.Utf8, "strategy": pl.Utf8, "versus": pl.Utf8,
+              "n_seeds": pl.Int64, "difference": pl.Float64, "difference_sd": pl.Float64, "effect_size": pl.Float64,
+              "seeds_needed": pl.Utf8}
+    df = pl.DataFrame(rows, schema=schema)
+    if df.height == 0:
+        return df
+    kinds = {k: i for i, k in enumerate(POWER_KINDS)}
+    versus_order = {s: -1 if s == "base" else strategy_sort_key(s)[0] for s in df["versus"].unique()}
+    df = df.with_columns(pl.col("kind").replace_strict(kinds, return_dtype=pl.Int64).alias("_kind"),
+                         pl.col("versus").replace_strict(versus_order, return_dtype=pl.Int64).alias("_versus"))
+    return _order(df, ["model", "task", "_kind", "strategy", "_versus", "versus"]).drop("_kind", "_versus")
+
+
+def power_note(power: float, alpha: float, max_seeds: int) -> str:
+    """The power table's note: how to read it before renting GPUs."""
+    return (f"How many seeds tell a difference from zero: per model x task, each strategy against its control "
+            f"(kind control: a run named <strategy>_<suffix>, its _online run included), against the base model "
+            f"(kind base: its gain) and against every other strategy (kind pair). difference: final in-distribution "
+            f"accuracy of strategy minus versus, in points, mean over the seeds both ran, paired by seed; "
+            f"difference_sd: its standard deviation over those seeds; effect_size: difference / difference_sd. "
+            f"seeds_needed: the fewest seeds at which a paired t-test at two-sided level {alpha:g} finds a true "
+            f"difference of that size with probability {power:g} (exact, noncentral t; report.power); "
+            f">{max_seeds} where it needs more, not estimable with one seed. Read a row as: a difference of d "
+            f"points with seed spread s needs n seeds. Both d and s are estimates from the seeds run, and s "
+            f"from 2 or 3 seeds is rough: treat n as an order of magnitude, and a small n from few seeds as a "
+            f"reason to run a few more, not as a verdict. It is about this test set (the seeds' spread "
+            f"includes evaluation noise; the questions stay fixed).")
+
+
 TABLES = {
     "accuracy_gain": "Accuracy gain over the base model (Table 1)",
     "learnable": "Learnable % of training steps (Table 2)",
@@ -523,6 +631,7 @@ TABLES = {
     "rollout_budget": "Rollouts and tokens generated per strategy, probing included, against its gain",
     "rescored": "Base and final accuracy rescored by every scorer of the task: form against skill",
     "pass_at_k": "pass@k of the base model at large k against each strategy's final checkpoint: sharpening against new solving",
+    "power": "Seeds needed to tell each difference between strategies from zero (paired t, power analysis)",
 }
 
 
@@ -530,16 +639,19 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                  n_boot: int = 2000, seed: int = 0, ref: pl.DataFrame | None = None,
                  names: dict | None = None, generations: dict[str, int] | None = None,
                  overlaps: pl.DataFrame | None = None,
-                 margin: float = EQUIVALENCE_MARGIN, rescored: tuple[pl.DataFrame, str] | None = None
-                 ) -> dict[str, tuple[pl.DataFrame, str]]:
+                 margin: float = EQUIVALENCE_MARGIN, rescored: tuple[pl.DataFrame, str] | None = None,
+                 power: dict[str, Any] | None = None) -> dict[str, tuple[pl.DataFrame, str]]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
     the learnable % expected from the probe beside the measured one when `generations` (model -> G) is;
     `margin`: report.equivalence_margin, in points, of the catch-up table's equivalence test;
-    `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data)."""
+    `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
+    `power` is the config's report.power (power, alpha, max_seeds) for the power table."""
     from hardex.report.sharpening import PASS_AT_K_NOTE, pass_at_k_table
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
     gains = gain_table(res, level, n_boot, seed, summary)
+    gains = with_seeds_and_questions_interval(gains, res, summary, level, n_boot, seed)
+    power = {"power": 0.8, "alpha": 0.05, "max_seeds": 1000} | (power or {})
     learn = learnable_table(summary, level)
     ood = ood_table(res)
     split = base_split_table(gains, subsets)
@@ -578,7 +690,12 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     return {
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
-                                     f"paired bootstrap over test examples ({n_boot} resamples) with one."
+                                     f"paired bootstrap over test examples ({n_boot} resamples) with one; both treat "
+                                     f"the test questions as fixed. gain_sq CI: {pct} interval over seeds and test "
+                                     f"questions together (two-stage bootstrap, {n_boot} resamples: seeds with "
+                                     f"replacement, then questions, shared by the seeds of a draw; its standard "
+                                     f"error with Student's t over seeds; none with one seed), the one to read when "
+                                     f"asking whether a gain holds beyond this test set; it errs wide."
                                      + beyond_controls_note(gains_out, pct) + ref_note),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
                                  f"differ (nonzero std). {pct} t-interval over seeds when there are several."
@@ -587,7 +704,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                "base model and each strategy's final checkpoint (mean over seeds)."),
         "base_split": (split, "Training on examples the base model gets wrong vs right (size-matched), their "
                               "size-matched random control and the full pool. vs_base_right_pct: relative difference "
-                              "of final accuracy to base_right." if split.height else
+                              "of final accuracy to base_right. gain CI: as in accuracy_gain (t over seeds, questions "
+                              "fixed)." if split.height else
                        "No base_wrong / base_right / matched_random / full runs in this configuration."),
         "tier_accuracy": (tiers, "Accuracy in % per difficulty tier: the base model and each strategy's final "
                                  "checkpoint (mean over seeds)." if tiers.height else
@@ -631,4 +749,6 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         "rescored": rescored if rescored is not None else
         (pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8}),
          "Not rescored: the completions were not rescored for this report (report.rescoring.rescored_table)."),
+        "power": (power_table(summary, power["power"], power["alpha"], power["max_seeds"]),
+                  power_note(power["power"], power["alpha"], power["max_seeds"])),
     }

@@ -1,0 +1,162 @@
+"""Intervals over seeds and test questions together, and how many seeds a difference needs
+(hardex.report.statistics, the power table of hardex.report.tables), on simulated designs and on
+result frames built by hand."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import polars as pl
+import pytest
+
+from hardex.config import ConfigError, check_config
+from hardex.report import loading, render, statistics, tables
+
+
+def _design(rng, k: int, n: int, seed_sd: float, question_sd: float, noise_sd: float, true: float = 0.1):
+    """Seeds x questions of final-minus-base differences: a seed effect, a question effect shared by every
+    seed (one test set), and noise of each seed on each question."""
+    return (true + rng.normal(0, seed_sd, k)[:, None] + rng.normal(0, question_sd, n)[None, :]
+            + rng.normal(0, noise_sd, (k, n)))
+
+
+@pytest.mark.parametrize("question_sd", [0.0, 0.05])
+def test_seeds_and_questions_interval_covers_at_about_the_nominal_rate(question_sd):
+    rng = np.random.default_rng(7)
+    covered = 0
+    for r in range(200):
+        d = _design(rng, 5, 100, 0.05, question_sd, 0.2 if question_sd else 0.05)
+        lo, hi = statistics.seeds_and_questions_interval(d, 0.95, 200, r)
+        covered += lo <= 0.1 <= hi
+    # it errs wide (seed x question noise enters both stages) but never far below 95 %
+    assert 0.9 <= covered / 200 <= 1.0
+
+
+def test_seeds_and_questions_interval_is_wider_than_the_t_when_questions_dominate():
+    rng = np.random.default_rng(3)
+    t_covered = both_covered = 0
+    for r in range(200):
+        d = _design(rng, 5, 100, 0.01, 0.3, 0.2)
+        lo, hi = statistics.seeds_and_questions_interval(d, 0.95, 200, r)
+        t_lo, t_hi = statistics.t_interval(d.mean(axis=1), 0.95)
+        assert hi - lo > t_hi - t_lo
+        t_covered += t_lo <= 0.1 <= t_hi
+        both_covered += lo <= 0.1 <= hi
+    # the t over seeds treats the questions as fixed: it misses the question effect's share
+    assert t_covered / 200 < 0.85 <= both_covered / 200
+
+
+def test_seeds_and_questions_interval_without_question_effects_is_the_t():
+    rng = np.random.default_rng(0)
+    d = np.repeat(rng.normal(0.1, 0.05, 6)[:, None], 50, axis=1)  # every question alike within a seed
+    lo, hi = statistics.seeds_and_questions_interval(d, 0.95, 4000, 0)
+    t_lo, t_hi = statistics.t_interval(d.mean(axis=1), 0.95)
+    assert (hi - lo) == pytest.approx(t_hi - t_lo, rel=0.05)
+    assert statistics.seeds_and_questions_interval(d[:1], 0.95, 100, 0) == pytest.approx((math.nan, math.nan),
+                                                                                          nan_ok=True)
+
+
+@pytest.mark.parametrize("d,n", [(1.0, 10), (0.5, 34), (0.8, 15), (0.2, 199)])
+def test_seeds_needed_matches_the_textbook(d, n):
+    # paired t, 80 % power, 5 % two-sided (Cohen's tables; G*Power)
+    assert statistics.seeds_needed(3 * d, 3.0) == n
+    assert statistics.seeds_needed(-3 * d, 3.0) == n  # the sign does not matter
+    assert statistics.paired_t_power(d, n) >= 0.8 > statistics.paired_t_power(d, n - 1)
+
+
+def test_seeds_needed_caps_tiny_effects():
+    assert statistics.seeds_needed(0.01, 1.0, max_seeds=1000) is None
+    assert statistics.seeds_needed(0.0, 1.0) is None
+    assert statistics.seeds_needed(2.0, 0.0) == 2
+    assert statistics.seeds_needed(1.0, 1.0, power=0.9, alpha=0.01) > 10
+
+
+# ---- the tables, on frames built by hand ---------------------------------------------------------------
+
+N_Q = 10
+# correct answers out of N_Q per seed (seeds 0..3); the base model gets 5 right with every seed
+FINAL = {"hard": [8, 7, 8, 7], "hard_shuffled": [6, 6, 5, 7], "full": [7, 7, 7, 7], "easy": [5, 6, 5, 6]}
+
+
+def _results(final: dict[str, list[int]] = FINAL) -> loading.Results:
+    runs = [{"model": "m", "task": "t", "strategy": strategy, "seed": seed, "step": step, "benchmark": "t/test",
+             "id": f"q{q}", "tier": "1", "n": 1, "n_correct": int(q < (correct[seed] if step else 5))}
+            for strategy, correct in final.items() for seed in range(len(correct)) for step in (0, 4)
+            for q in range(N_Q)]
+    runs = pl.DataFrame(runs).filter(pl.col("step") > 0)
+    base = pl.DataFrame([{"model": "m", "task": "t", "seed": seed, "benchmark": "t/test", "id": f"q{q}", "tier": "1",
+                          "n": 1, "n_correct": int(q < 5)} for seed in range(4) for q in range(N_Q)])
+    return loading.Results(runs, base, loading.load_steps([]), {"t": ["t/test"]})
+
+
+def test_power_table_lists_controls_first_then_gains_then_pairs():
+    power = tables.power_table(tables.run_summary(_results()))
+    kinds = power["kind"].to_list()
+    assert kinds == sorted(kinds, key=tables.POWER_KINDS.index)
+    first = power.row(0, named=True)
+    assert (first["kind"], first["strategy"], first["versus"]) == ("control", "hard", "hard_shuffled")
+    # hard - hard_shuffled by seed: 20, 10, 30, 0 points
+    assert first["n_seeds"] == 4 and first["difference"] == pytest.approx(15.0)
+    sd = float(np.std([20, 10, 30, 0], ddof=1))
+    assert first["difference_sd"] == pytest.approx(sd) and first["effect_size"] == pytest.approx(15 / sd)
+    assert first["seeds_needed"] == str(statistics.seeds_needed(15.0, sd))
+    gains = power.filter(pl.col("kind") == "base")
+    assert gains["versus"].unique().to_list() == ["base"]
+    full = gains.filter(pl.col("strategy") == "full").row(0, named=True)
+    assert full["difference"] == pytest.approx(20.0) and full["difference_sd"] == 0 and full["seeds_needed"] == "2"
+    pairs = power.filter(pl.col("kind") == "pair")
+    assert pairs.height == 6 - 1  # four strategies: six pairs, one of them the control
+    # easy - full by seed (paper order: easy before full): -20, -10, -20, -10 points
+    easy = pairs.filter((pl.col("strategy") == "easy") & (pl.col("versus") == "full"))
+    assert easy.height == 1 and easy["difference"][0] == pytest.approx(-15.0)
+
+
+def test_power_table_caps_and_refuses_to_guess():
+    tiny = _results({"hard": [6, 5, 6, 5], "random": [5, 6, 5, 6]})
+    row = tables.power_table(tables.run_summary(tiny), max_seeds=50)
+    pair = row.filter(pl.col("kind") == "pair").row(0, named=True)
+    assert pair["difference"] == 0 and pair["seeds_needed"] == ">50"
+    one = _results({"hard": [8], "hard_format": [6]})
+    rows = tables.power_table(tables.run_summary(one))
+    assert set(rows["seeds_needed"]) == {"not estimable"} and set(rows["n_seeds"]) == {1}
+
+
+def test_report_tables_carry_both_intervals_and_the_power_table(tmp_path):
+    res = _results()
+    probes = pl.DataFrame({"model": ["m"], "task": ["t"], "id": ["p0"], "k": [4], "pass_rate": [0.5]})
+    subsets = pl.DataFrame(schema={"id": pl.Utf8, "pass_rate": pl.Float64, "model": pl.Utf8, "task": pl.Utf8,
+                                   "strategy": pl.Utf8, "seed": pl.Int64})
+    built = tables.build_tables(res, probes, subsets, n_boot=300, power={"power": 0.9, "alpha": 0.01, "max_seeds": 40})
+    assert set(built) == set(tables.TABLES)
+    gains, note = built["accuracy_gain"]
+    assert "gain_sq CI" in note and "t over seeds" in note
+    hard = gains.filter(pl.col("strategy") == "hard").row(0, named=True)
+    assert hard["gain_sq_ci_low"] < hard["gain"] < hard["gain_sq_ci_high"]
+    assert hard["gain_ci_low"] < hard["gain"] < hard["gain_ci_high"]
+    power, note = built["power"]
+    assert "a difference of d points with seed spread s needs n seeds" in note and "0.9" in note
+    assert power.height == 4 + 6  # four gains, six pairs
+    render.write_table(power, tmp_path / "power", tables.TABLES["power"], note, 2)
+    for fmt in render.TABLE_FORMATS:  # every format the report rule declares
+        assert (tmp_path / f"power.{fmt}").stat().st_size > 0
+    assert "seeds_needed" in (tmp_path / "power.md").read_text()
+    assert "gain_sq CI" in render.to_markdown(gains)
+
+
+@pytest.mark.parametrize("value,message", [
+    ({"power": 1.0}, "report.power.power: 1.0 is out of range"),
+    ({"alpha": 0}, "report.power.alpha: 0 is out of range"),
+    ({"max_seeds": 1}, "report.power.max_seeds: 1 is out of range"),
+    ({"power": 0.04, "alpha": 0.05}, "report.power.power: 0.04 is not above report.power.alpha (0.05)"),
+])
+def test_bad_power_settings_name_the_key(smoke_config, value, message):
+    with pytest.raises(ConfigError) as err:
+        check_config({**smoke_config, "report": {"power": value}})
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_power_settings_have_defaults(smoke_config):
+    cfg = check_config(copy.deepcopy(smoke_config))
+    assert cfg["report"]["power"] == {"alpha": 0.05, "max_seeds": 1000, "power": 0.8}
