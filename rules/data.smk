@@ -1,5 +1,7 @@
 rule dataset_split:
     """Materialize one split of a dataset (hub, local file, or generator) as Parquet."""
+    # data before models: with the data check, a pool that holds its benchmark stops before any model job
+    priority: 1
     output:
         layout.DATA,
     log:
@@ -16,6 +18,7 @@ rule check_overlap:
     """The questions a task's benchmarks share with its pool, the same problem in other words included,
     and their near-duplicates: none, or as many as the config accepts (the gain would otherwise be
     measured on training data). Probing waits for it."""
+    priority: 1
     input:
         pool=pool_file,
         benchmarks=benchmark_inputs,
