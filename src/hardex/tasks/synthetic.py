@@ -145,7 +145,8 @@ class ArithTask(_SyntheticTask):
 
     @staticmethod
     def moves(value: int) -> list[tuple[str, int]]:
-        """The operations make_item may apply to `value`: small operands, every value within 0..MAX_VALUE."""
+        """The operations make_item may apply to `value`: small operands and values within 0..MAX_VALUE keep the
+        arithmetic facts learnable by a tiny model."""
         return ([("+", k) for k in range(1, min(5, MAX_VALUE - value) + 1)]
                 + [("-", k) for k in range(1, min(5, value) + 1)] + ([("*", 2)] if 1 <= value <= MAX_VALUE // 2 else []))
 
@@ -161,17 +162,15 @@ class ArithTask(_SyntheticTask):
         value = rng.randint(1, 9)
         words, steps = [f"Start with {value}."], []
         for _ in range(difficulty):
-            # small operands and values <= MAX_VALUE keep the arithmetic facts learnable by a tiny model
-            choices = (["add"] if value < MAX_VALUE else []) + (["sub"] if value >= 1 else [])
-            choices += ["double"] if 1 <= value <= MAX_VALUE // 2 else []
-            op = rng.choice(choices)
-            if op == "add":
-                k = rng.randint(1, min(5, MAX_VALUE - value))
+            # an operation, then its operand, among `moves` (what ARITH_PROBLEMS counts)
+            moves = self.moves(value)
+            op = rng.choice(sorted({o for o, _ in moves}))
+            k = rng.choice([k for o, k in moves if o == op])
+            if op == "+":
                 words.append(f"Add {k}.")
                 steps.append(f"{value}+{k}={value + k}.")
                 value += k
-            elif op == "sub":
-                k = rng.randint(1, min(5, value))
+            elif op == "-":
                 words.append(f"Subtract {k}.")
                 steps.append(f"{value}-{k}={value - k}.")
                 value -= k
