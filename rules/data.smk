@@ -1,5 +1,7 @@
 rule dataset_split:
     """Materialize one split of a dataset (hub, local file, or generator) as Parquet."""
+    # data before models: with the data check, a pool that holds its benchmark stops before any model job
+    priority: 1
     output:
         layout.DATA,
     log:
@@ -13,8 +15,10 @@ rule dataset_split:
 
 
 rule check_overlap:
-    """The questions a task's benchmarks share with its pool: none, or as many as the config accepts
-    (the gain would otherwise be measured on training data). Probing waits for it."""
+    """The questions a task's benchmarks share with its pool, the same problem in other words included,
+    and their near-duplicates: none, or as many as the config accepts (the gain would otherwise be
+    measured on training data). Probing waits for it."""
+    priority: 1
     input:
         pool=pool_file,
         benchmarks=benchmark_inputs,
@@ -28,5 +32,10 @@ rule check_overlap:
         pool=lambda w: config["tasks"][w.task]["pool"],
         benchmarks=lambda w: config["tasks"][w.task]["benchmarks"],
         allowed=lambda w: config["tasks"][w.task]["allow_overlap"],
+        allowed_near=lambda w: config["tasks"][w.task]["allow_near_duplicates"],
+        families=lambda w: {
+            ref: split_spec(config, ref)["family"]
+            for ref in [config["tasks"][w.task]["pool"], *config["tasks"][w.task]["benchmarks"]]
+        },
     script:
         "../scripts/check_overlap.py"

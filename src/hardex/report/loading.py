@@ -117,17 +117,21 @@ def load_pool(probe_files: Iterable[str | Path], subset_files: Iterable[str | Pa
 
 
 def load_overlaps(files: Iterable[str | Path]) -> pl.DataFrame:
-    """The data check of every task (results/overlap/{task}.json): one row per task x benchmark."""
+    """The data check of every task (results/overlap/{task}.json): one row per task x benchmark; the classes a
+    file from before they were counted lacks (same_problem and the near-duplicates) are empty."""
     rows = []
     for f in files:
         report = json.loads(Path(f).read_text())
         for bench, o in report["benchmarks"].items():
             rows.append({"task": report["task"], "pool": report["pool"], "benchmark": bench, "n_pool": o["n_pool"],
                          "n_benchmark": o["n_benchmark"], "exact": o["exact"], "normalized": o["normalized"],
-                         "allowed": report["allowed"]})
+                         "same_problem": o.get("same_problem"), "allowed": report["allowed"],
+                         "near_duplicates": o.get("near_duplicates"), "same_numbers": o.get("same_numbers"),
+                         "shared_ngram": o.get("shared_ngram"), "allowed_near": report.get("allowed_near")})
     return pl.DataFrame(rows, schema={"task": pl.Utf8, "pool": pl.Utf8, "benchmark": pl.Utf8, "n_pool": pl.Int64,
                                       "n_benchmark": pl.Int64, "exact": pl.Int64, "normalized": pl.Int64,
-                                      "allowed": pl.Int64})
+                                      "same_problem": pl.Int64, "allowed": pl.Int64, "near_duplicates": pl.Int64,
+                                      "same_numbers": pl.Int64, "shared_ngram": pl.Int64, "allowed_near": pl.Int64})
 
 
 def model_parameters(sizes_b: dict[str, float], built: dict[str, str | Path]) -> dict[str, float]:

@@ -733,9 +733,15 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                             "seed reaches it, reached_seeds of n_seeds did)." + no_verdict if catch.height else
                      "No run on the full pool (strategy full) in this configuration: nothing to catch up with."),
         "data_overlap": (overlaps if overlaps is not None else load_overlaps([]),
-                         "Questions of each benchmark that are also in the task's pool: exact, and only after "
-                         "normalizing case, spacing and punctuation. A task with more than tasks.<task>.allow_overlap "
-                         "(allowed) of them stops before probing: its gain would be measured on training data."),
+                         "Questions of each benchmark that are also in the task's pool: exact, only after "
+                         "normalizing case, spacing and punctuation, or as the same problem in other words or order "
+                         "(same_problem: a generated family's canonical form, e.g. 4 + 3 for 3 + 4). A task with more "
+                         "than tasks.<task>.allow_overlap (allowed) of them stops before probing: its gain would be "
+                         "measured on training data. near_duplicates: the other benchmark questions with the same "
+                         "numbers and operators as a pool question (same_numbers) or an 8-word run in common "
+                         "(shared_ngram, template wording left out); refused beyond "
+                         "tasks.<task>.allow_near_duplicates (allowed_near; empty: reported only). Where pool and "
+                         "benchmark both have a canonical form, it decides alone."),
         "rollout_budget": (budget, "Completions (rollouts) and tokens each strategy generated, mean over seeds. "
                                    "probe: the probe samples of the whole pool, charged to every strategy that "
                                    "selects by pass rate (hard, medium, easy, band, learnable and their _online "

@@ -94,6 +94,12 @@ class Task(ABC):
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
         """Rows of one split described by `spec` (hub id/config/split, a local file, or generator args)."""
 
+    def problem_key(self, question: str) -> str | None:
+        """The canonical form of the problem a question poses, or None where the family defines none: two
+        questions with one key are the same problem in other words or order (hardex.tasks.synthetic).
+        Splits of a generated family are disjoint by it, and the overlap check compares it."""
+        return None
+
     def prompt(self, row: dict[str, Any]) -> str:
         """The user-turn text for one example: the question, then the box instruction."""
         return f"{row['question']}\n{BOX_INSTRUCTION}"

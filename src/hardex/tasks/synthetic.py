@@ -12,9 +12,23 @@ Each family's harder out-of-distribution variant (more steps / more people) play
 just a split with a higher difficulty range. Every row carries a worked `solution` (chain of thought
 ending in the boxed answer) used only to warm-start the tiny built model.
 
-Splits of one dataset are disjoint by construction: an item belongs to the split whose hash bucket
-its question falls in (see SPLIT_BUCKETS), so each split is generated alone and no split can leak
-into another, whatever their seeds.
+Splits of one dataset are disjoint by problem, by construction: an item belongs to the split whose hash
+bucket its problem's canonical form falls in (see SPLIT_BUCKETS), so each split is generated alone and no
+problem can leak into another split, in the same words or in others, whatever their seeds. Within a split
+no problem repeats either, and `capacity` counts problems, not question strings. The canonical form
+(`problem_key`, read back from the question text, so the overlap check applies it to any file of the
+family's wording) is, per family:
+
+- `addition`: the unordered pair of operands: "What is 3 + 4?" and "What is 4 + 3?" are one problem.
+- `arith`: the expression computed, up to commutativity: the start value and the additions and
+  subtractions up to the first doubling form one multiset of signed terms, each later stretch between
+  doublings another, in order. "Start with 5. Add 3." = "Start with 3. Add 5."; "Start with 5. Add 3.
+  Subtract 2." = "Start with 5. Subtract 2. Add 3."; "Start with 5. Add 3. Double it." differs from
+  "Start with 5. Double it. Add 3." (16 against 13).
+- `swaps`: who holds which object at the start (the colour: "red", "red ball" and "red present" alike),
+  the swaps in order, each an unordered pair ("Alice-Bob" = "Bob and Alice swap"), and the person asked,
+  whatever the wording (`style` compact or bbh) and the order the people are listed in. A renaming of
+  people or colours is another problem (its answer reads differently).
 """
 
 from __future__ import annotations
@@ -22,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +62,31 @@ MAX_VALUE = 30
 BBH_OBJECT_NOUN = {"ball": "ball", "present": "present"}
 
 
+# distinct arith problems (canonical forms) per number of operations, counted by enumerating the forms level
+# by level (tests/unit/test_synthetic.py recounts the first ones); beyond the table, the last entry stands in as
+# a lower bound: 8.7 million problems is far beyond any split, and an undercount never promises what is not there
+ARITH_PROBLEMS = (9, 79, 481, 2707, 14582, 75770, 378896, 1833993, 8656550)
+
+
 def _bucket(text: str) -> float:
     return int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "big") / 2**64
+
+
+def _arith_form(start: int, ops: list[tuple[str, int]]) -> str:
+    """The canonical form of `start` followed by ops ("+", k), ("-", k) or ("*", 2): see the module docstring."""
+    stretches: list[list[int]] = [[start]]
+    for op, k in ops:
+        if op == "*":
+            stretches.append([])
+        else:
+            stretches[-1].append(k if op == "+" else -k)
+    return "arith:" + " *2 ".join("(" + " ".join(f"{t:+d}" for t in sorted(terms)) + ")" for terms in stretches)
+
+
+def _swaps_form(holds: dict[str, str], swaps: list[tuple[str, str]], query: str) -> str:
+    start = ",".join(f"{name}:{holds[name]}" for name in sorted(holds))
+    moves = ",".join("-".join(sorted(pair)) for pair in swaps)
+    return f"swaps:{start};{moves};{query}"
 
 
 class _SyntheticTask(Task):
@@ -60,11 +98,11 @@ class _SyntheticTask(Task):
         raise NotImplementedError
 
     def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
-        """How many different questions `make_item` can write at this difficulty."""
+        """How many different problems (canonical forms, `problem_key`) `make_item` can pose at this difficulty."""
         raise NotImplementedError
 
     def capacity(self, spec: dict[str, Any]) -> int:
-        """About how many distinct items the split's hash bucket holds: what `n` may ask for at most."""
+        """About how many distinct problems the split's hash bucket holds: what `n` may ask for at most."""
         lo, hi = SPLIT_BUCKETS[spec["name"]]
         d_lo, d_hi = spec["difficulty"]
         return int((hi - lo) * sum(self.distinct_items(d, spec) for d in range(d_lo, d_hi + 1)))
@@ -83,14 +121,15 @@ class _SyntheticTask(Task):
             tries += 1
             if tries > 200 * n + 10_000:
                 raise DataError(
-                    f"{self.name}/{split}: only {len(rows)} distinct items of difficulty {d_lo}-{d_hi} "
+                    f"{self.name}/{split}: only {len(rows)} distinct problems of difficulty {d_lo}-{d_hi} "
                     f"exist for this split; ask for fewer (n={n}) or widen the difficulty range"
                 )
             item = self.make_item(rng, rng.randint(d_lo, d_hi), spec)
-            q = item["question"]
-            if q in seen or not lo <= _bucket(q) < hi:
+            key = self.problem_key(item["question"])  # read back from the text: what the overlap check compares
+            assert key is not None, f"{self.name}: no canonical form for its own question {item['question']!r}"
+            if key in seen or not lo <= _bucket(key) < hi:
                 continue
-            seen.add(q)
+            seen.add(key)
             rows.append({"id": f"{self.name}-{split}-{seed}-{len(rows)}", **item})
         return check_split(pl.DataFrame(rows), f"{self.name}/{split}")
 
@@ -102,32 +141,36 @@ class ArithTask(_SyntheticTask):
     answer_kind = "number"
 
     def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
-        paths = {v: 1 for v in range(1, 10)}  # questions ending at each value, by the rules of make_item
-        for _ in range(difficulty):
-            nxt: dict[int, int] = {}
-            for v, count in paths.items():
-                ends = [v + k for k in range(1, min(5, MAX_VALUE - v) + 1)] + [v - k for k in range(1, min(5, v) + 1)]
-                ends += [2 * v] if 1 <= v <= MAX_VALUE // 2 else []
-                for w in ends:
-                    nxt[w] = nxt.get(w, 0) + count
-            paths = nxt
-        return sum(paths.values())
+        return ARITH_PROBLEMS[min(difficulty, len(ARITH_PROBLEMS) - 1)]
+
+    @staticmethod
+    def moves(value: int) -> list[tuple[str, int]]:
+        """The operations make_item may apply to `value`: small operands and values within 0..MAX_VALUE keep the
+        arithmetic facts learnable by a tiny model."""
+        return ([("+", k) for k in range(1, min(5, MAX_VALUE - value) + 1)]
+                + [("-", k) for k in range(1, min(5, value) + 1)] + ([("*", 2)] if 1 <= value <= MAX_VALUE // 2 else []))
+
+    def problem_key(self, question: str) -> str | None:
+        m = re.fullmatch(r"Start with (\d+)\.((?: (?:Add \d+|Subtract \d+|Double it)\.)*) What is the result\?", question)
+        if not m:
+            return None
+        ops = [("*", 2) if w == "Double it" else ("+" if w.startswith("Add") else "-", int(w.split()[-1]))
+               for w in re.findall(r"(Add \d+|Subtract \d+|Double it)\.", m.group(2))]
+        return _arith_form(int(m.group(1)), ops)
 
     def make_item(self, rng: random.Random, difficulty: int, spec: dict[str, Any]) -> dict[str, Any]:
         value = rng.randint(1, 9)
         words, steps = [f"Start with {value}."], []
         for _ in range(difficulty):
-            # small operands and values <= MAX_VALUE keep the arithmetic facts learnable by a tiny model
-            choices = (["add"] if value < MAX_VALUE else []) + (["sub"] if value >= 1 else [])
-            choices += ["double"] if 1 <= value <= MAX_VALUE // 2 else []
-            op = rng.choice(choices)
-            if op == "add":
-                k = rng.randint(1, min(5, MAX_VALUE - value))
+            # an operation, then its operand, among `moves` (what ARITH_PROBLEMS counts)
+            moves = self.moves(value)
+            op = rng.choice(sorted({o for o, _ in moves}))
+            k = rng.choice([k for o, k in moves if o == op])
+            if op == "+":
                 words.append(f"Add {k}.")
                 steps.append(f"{value}+{k}={value + k}.")
                 value += k
-            elif op == "sub":
-                k = rng.randint(1, min(5, value))
+            elif op == "-":
                 words.append(f"Subtract {k}.")
                 steps.append(f"{value}-{k}={value - k}.")
                 value -= k
@@ -157,7 +200,12 @@ class AdditionTask(_SyntheticTask):
         return range(10 ** (difficulty - 1) if difficulty > 1 else 0, 10**difficulty)
 
     def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
-        return len(self._operands(max(1, difficulty))) ** 2
+        n = len(self._operands(max(1, difficulty)))
+        return n * (n + 1) // 2  # unordered pairs: a + b is b + a
+
+    def problem_key(self, question: str) -> str | None:
+        m = re.fullmatch(r"What is (\d+) \+ (\d+)\?", question.strip())
+        return f"addition:{'+'.join(sorted(m.groups(), key=int))}" if m else None
 
     def make_item(self, rng: random.Random, difficulty: int, spec: dict[str, Any]) -> dict[str, Any]:
         difficulty = max(1, difficulty)
@@ -176,8 +224,29 @@ class SwapsTask(_SyntheticTask):
     answer_kind = "choice"
 
     def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
-        p_lo, p_hi = spec.get("people", [3, 3])  # objects in order, swaps as ordered pairs, the person asked
-        return sum(math.perm(len(COLOURS), n) * (n * (n - 1)) ** difficulty * n for n in range(p_lo, p_hi + 1))
+        p_lo, p_hi = spec.get("people", [3, 3])  # objects in seat order, swaps as unordered pairs, the person asked
+        return sum(math.perm(len(COLOURS), n) * math.comb(n, 2) ** difficulty * n for n in range(p_lo, p_hi + 1))
+
+    def problem_key(self, question: str) -> str | None:
+        """The compact wording ("Alice:red Bob:blue. Swaps: Alice-Bob. Bob has? (A) red (B) blue") or BIG-Bench
+        Hard's (names in its first sentence, person i holding option i, "First, Alice and Bob swap ...")."""
+        compact = re.fullmatch(r"(.+?)\. Swaps: (.+?)\. (\w+) has\? .*", question, re.S)
+        if compact:
+            pairs = [p.split(":", 1) for p in compact.group(1).split()]
+            moves = [] if compact.group(2) == "none" else [tuple(m.split("-")) for m in compact.group(2).split(", ")]
+            return _swaps_form(dict(pairs), moves, compact.group(3))
+        intro = re.match(r"(.+?) are ", question)
+        query = re.search(r"At the end of the \w+, (\w+) (?:has|is)", question)
+        options = re.findall(r"^\([A-G]\) (.+)$", question.split("\nOptions:\n")[-1], re.M)
+        if not (intro and query and options):
+            return None
+        names = re.split(r", and |, | and ", intro.group(1))
+        nouns = tuple(f" {noun}" for noun in BBH_OBJECT_NOUN.values())
+        objects = [o.removesuffix(next((n for n in nouns if o.endswith(n)), "")) for o in options]
+        if len(names) != len(objects):
+            return None
+        moves = re.findall(r"(?:First|Then|Finally), (\w+) and (\w+) (?:swap|switch|trade)", question)
+        return _swaps_form(dict(zip(names, objects)), moves, query.group(1))
 
     def make_item(self, rng: random.Random, difficulty: int, spec: dict[str, Any]) -> dict[str, Any]:
         p_lo, p_hi = spec.get("people", [3, 3])
