@@ -21,6 +21,7 @@ from hardex.config import (
 )
 from hardex.architectures import KEPT as ARCHITECTURES
 from hardex.memory_plan import check_plan_or_exit
+from hardex.gpu_packages import check_packages_or_exit
 from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
 from hardex.selection import offline_strategy, parse_tier_strategy
@@ -37,6 +38,11 @@ config = check_or_exit(
 # every GPU job's memory, estimated from its model's architecture and settings: a plan that cannot fit
 # compute.gpu_memory_gb stops here, before any job runs (the estimates print with `snakemake -n`)
 check_plan_or_exit(config, show=workflow.is_main_process)
+# the optional packages its GPU settings need (bitsandbytes, deepspeed, vllm): a run stops here without them
+if workflow.is_main_process:
+    check_packages_or_exit(
+        config, conda="conda" in map(str, workflow.deployment_settings.deployment_method)
+    )
 
 MODELS = list(config["models"])
 # models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,
@@ -138,6 +144,11 @@ def model_mem_mb(wildcards, attempt):
     return int((c["mem_mb"] + c["mem_mb_per_b"] * size) * attempt)
 
 
+def train_mem_mb(wildcards, attempt):
+    """A train job's host memory: each of its grpo.processes processes loads the model."""
+    return model_mem_mb(wildcards, attempt) * grpo_settings(config, wildcards.model)["processes"]
+
+
 def model_runtime(wildcards, attempt):
     c, size = config["compute"], config["models"][wildcards.model]["size_b"]
     return int((c["runtime_min"] + c["runtime_min_per_b"] * size) * attempt)
@@ -153,7 +164,8 @@ GENERATION_ENV = (
 
 
 def training_env(wildcards):
-    vllm = grpo_settings(config, wildcards.model)["rollouts"] == "vllm"
+    # a vllm-server train job starts `trl vllm-serve` in its own environment: it needs vLLM too
+    vllm = grpo_settings(config, wildcards.model)["rollouts"] in ("vllm", "vllm-server")
     return "../envs/vllm.yaml" if vllm else "../envs/training.yaml"
 
 
