@@ -101,7 +101,7 @@ def _step_recorder(path: Path, counts: Callable[[], dict[str, Any]]):
             row = {col: logs.get(key) for key, col in TRL_KEYS.items()}  # TRL gathers these across processes
             row["step"] = state.global_step
             row["step_time"] = time.time() - self.t0
-            row.update(summed_over_processes(counts(), args.device))  # the process's device: nccl takes CUDA only
+            row.update(summed_over_processes(counts(), getattr(args, "device", None)))  # nccl takes CUDA tensors only
             if state.is_world_process_zero:
                 with open(path, "a") as fh:
                     fh.write(json.dumps(row) + "\n")

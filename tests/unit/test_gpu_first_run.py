@@ -59,7 +59,7 @@ def test_the_step_recorder_reduces_on_the_trainers_device():
 
     from hardex import training
 
-    assert "summed_over_processes(counts(), args.device)" in inspect.getsource(training._step_recorder)
+    assert "summed_over_processes(counts(), getattr(args, \"device\", None))" in inspect.getsource(training._step_recorder)
 
 
 @GPU
@@ -233,7 +233,7 @@ def test_the_smoke_script_runs_its_cpu_checks(tmp_path):
     from tests.support import ROOT
 
     res = subprocess.run(["bash", str(ROOT / "tools" / "gpu-smoke.sh"), "--cpu"], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src"),
+                         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "PYTHON": sys.executable,
                                                      "GPU_SMOKE_DIR": str(tmp_path)})
     out = res.stdout
     assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
