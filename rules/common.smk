@@ -41,7 +41,8 @@ check_plan_or_exit(config, show=workflow.is_main_process)
 # the optional packages its GPU settings need (bitsandbytes, deepspeed, vllm): a run stops here without them
 if workflow.is_main_process:
     check_packages_or_exit(
-        config, conda="conda" in map(str, workflow.deployment_settings.deployment_method)
+        config,
+        conda="conda" in map(str, workflow.deployment_settings.deployment_method),
     )
 
 MODELS = list(config["models"])
@@ -146,7 +147,10 @@ def model_mem_mb(wildcards, attempt):
 
 def train_mem_mb(wildcards, attempt):
     """A train job's host memory: each of its grpo.processes processes loads the model."""
-    return model_mem_mb(wildcards, attempt) * grpo_settings(config, wildcards.model)["processes"]
+    return (
+        model_mem_mb(wildcards, attempt)
+        * grpo_settings(config, wildcards.model)["processes"]
+    )
 
 
 def model_runtime(wildcards, attempt):
