@@ -22,6 +22,7 @@ from hardex.config import (
 )
 from hardex.architectures import KEPT as ARCHITECTURES
 from hardex.memory_plan import check_plan_or_exit
+from hardex.gpu_packages import check_packages_or_exit
 from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
 from hardex.selection import offline_strategy, parse_tier_strategy, run_strategy_parts
@@ -42,6 +43,13 @@ check_plan_or_exit(config, show=workflow.is_main_process)
 if workflow.is_main_process:
     for line in sampling_notices(config):
         print(f"hardex: notice: {line}", file=sys.stderr)
+
+# the optional packages its GPU settings need (bitsandbytes, deepspeed, vllm): a run stops here without them
+if workflow.is_main_process:
+    check_packages_or_exit(
+        config,
+        conda="conda" in map(str, workflow.deployment_settings.deployment_method),
+    )
 
 MODELS = list(config["models"])
 # models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,
@@ -152,6 +160,14 @@ def model_mem_mb(wildcards, attempt):
     return int((c["mem_mb"] + c["mem_mb_per_b"] * size) * attempt)
 
 
+def train_mem_mb(wildcards, attempt):
+    """A train job's host memory: each of its grpo.processes processes loads the model."""
+    return (
+        model_mem_mb(wildcards, attempt)
+        * grpo_settings(config, wildcards.model)["processes"]
+    )
+
+
 def model_runtime(wildcards, attempt):
     c, size = config["compute"], config["models"][wildcards.model]["size_b"]
     return int((c["runtime_min"] + c["runtime_min_per_b"] * size) * attempt)
@@ -167,7 +183,8 @@ GENERATION_ENV = (
 
 
 def training_env(wildcards):
-    vllm = grpo_settings(config, wildcards.model)["rollouts"] == "vllm"
+    # a vllm-server train job starts `trl vllm-serve` in its own environment: it needs vLLM too
+    vllm = grpo_settings(config, wildcards.model)["rollouts"] in ("vllm", "vllm-server")
     return "../envs/vllm.yaml" if vllm else "../envs/training.yaml"
 
 

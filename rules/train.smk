@@ -20,7 +20,7 @@ rule train:
     threads: train_threads
     resources:
         gpu=train_gpus,
-        mem_mb=model_mem_mb,
+        mem_mb=train_mem_mb,
         runtime=model_runtime,
     params:
         model=model_params,

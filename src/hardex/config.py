@@ -189,6 +189,7 @@ def _cross_checks(cfg: dict) -> None:
                 f"{where}.processes: {g['processes']} processes x {g['gradient_accumulation_steps']} micro-batches "
                 f"(gradient_accumulation_steps) do not divide the {completions} completions of a step"
             )
+        _check_gpu_training(where, g)
     from hardex.selection import SelectionError, tier_values
 
     for strategy in cfg["selection"]["strategies"]:
@@ -232,6 +233,31 @@ def _check_greedy_and_base_pass_k(cfg: dict) -> None:
         if k < decoding[ref]["n_samples"]:
             raise ConfigError(f"evaluation.base_pass_k: {k} is below the {decoding[ref]['n_samples']} samples "
                               f"(n_samples) the checkpoints take on {ref} (task {task}): the base needs at least as many")
+
+
+#: grpo.distributed strategies that shard the weights over the processes
+SHARDED_WEIGHTS = ("zero3", "fsdp1", "fsdp2")
+
+
+def _check_gpu_training(where: str, g: dict) -> None:
+    """Combinations of several processes, sharding, 4-bit weights and rollouts that cannot train as asked."""
+    processes = g["processes"]
+    own_rollouts = g["rollouts"] in ("hardex", "vllm")  # hardex.training.hardex_rollouts
+    if processes > 1 and own_rollouts and g["prompts_per_step"] % processes:
+        raise ConfigError(f"{where}.prompts_per_step: {g['prompts_per_step']} prompts do not split into whole groups "
+                          f"over {processes} processes (grpo.processes), which hardex's rollouts "
+                          f"(grpo.rollouts: {g['rollouts']}) need; use a multiple of {processes}")
+    if processes > 1 and own_rollouts and g["distributed"] in SHARDED_WEIGHTS:
+        raise ConfigError(f"{where}.rollouts: {g['rollouts']} samples the unwrapped model, whose weights "
+                          f"grpo.distributed: {g['distributed']} shards over the {processes} processes (the gathers "
+                          f"fall out of step); use rollouts: trl or vllm-server, or distributed: multi_gpu, zero1 "
+                          f"or zero2")
+    if g["quantization"] != "none" and processes > 1:
+        raise ConfigError(f"{where}.quantization: {g['quantization']} loads every process's model on the first GPU; "
+                          f"train 4-bit weights in one process (processes: 1) or set quantization: none")
+    if g["quantization"] != "none" and g["rollouts"] == "vllm":
+        raise ConfigError(f"{where}.quantization: {g['quantization']} with rollouts: vllm would add the LoRA deltas "
+                          f"to packed 4-bit weights; use rollouts: hardex, trl or vllm-server")
 
 
 def _check_split_fields(datasets: dict) -> None:

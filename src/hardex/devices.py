@@ -11,7 +11,9 @@ The node's GPUs: `HARDEX_GPUS` (a comma list of ids, e.g. to leave some out; the
 else `CUDA_VISIBLE_DEVICES` when set, else the GPUs `nvidia-smi -L` lists. `HARDEX_JOBS_PER_GPU` = k
 lets k jobs share each GPU (small models, whose steps are bound by Python rather than the GPU:
 experiments/gpu_mini.yaml); a job of several GPUs never takes two shares of one. Under Slurm
-(SLURM_JOB_ID set) the allocation's GPUs are the job's as Slurm gives them: nothing is claimed.
+(SLURM_JOB_ID set) a job given exactly its GPUs (one sbatch per job: profiles/slurm) uses them as given;
+a job inside a larger allocation (Snakemake run in an `salloc` or `sbatch` of a node's 8 GPUs) claims its
+own among the allocation's, with locks kept per allocation (Slurm numbers each allocation's GPUs from 0).
 """
 
 from __future__ import annotations
@@ -65,16 +67,18 @@ def claim_gpus(n: int, log: Callable[[str], None] = print) -> Iterator[list[str]
     if n <= 0:
         yield []
         return
-    if os.environ.get("SLURM_JOB_ID"):
+    slurm = os.environ.get("SLURM_JOB_ID")
+    gpus = node_gpus()
+    if slurm and len(gpus) <= n:  # Slurm gave this job its GPUs: use them as given
         given = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         log(f"[hardex] {_stamp()} GPUs {given or 'none'}: as Slurm gave them")
         yield [g for g in given.split(",") if g]
         return
-    gpus = node_gpus()
     if len(gpus) < n:
         raise RuntimeError(f"this job asks for {n} GPU(s) (compute.gpu) but this node has {len(gpus)} "
                            f"({', '.join(gpus) or 'none'}; HARDEX_GPUS or CUDA_VISIBLE_DEVICES name them)")
-    folder = lock_folder()
+    folder = lock_folder() / f"slurm-{slurm}" if slurm else lock_folder()  # an allocation's own ids
+    folder.mkdir(parents=True, exist_ok=True)
     shares = max(1, int(os.environ.get("HARDEX_JOBS_PER_GPU") or 1))
     held: dict[str, int] = {}
     waited = False

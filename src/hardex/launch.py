@@ -58,14 +58,18 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
-def launch_command(spec_file: Path, processes: int, strategy: str, use_cpu: bool) -> list[str]:
+def launch_command(spec_file: Path, processes: int, strategy: str, use_cpu: bool,
+                   accumulation: int = 1) -> list[str]:
     """accelerate launch of hardex.train_worker in `processes` processes; on a CPU they train in float32 and
-    meet over gloo (accelerate picks it when the Trainer asks for the CPU)."""
+    meet over gloo (accelerate picks it when the Trainer asks for the CPU). `accumulation`: the trainer's
+    gradient_accumulation_steps, handed to DeepSpeed, whose config in TRL's zero*.yaml says 1 (transformers
+    refuses the mismatch)."""
     if strategy.startswith(("zero", "fsdp")) and use_cpu:
         raise LaunchError(f"grpo.distributed: {strategy} needs GPUs; on a CPU use multi_gpu (gloo processes)")
+    deepspeed = ["--gradient_accumulation_steps", str(accumulation)] if strategy.startswith("zero") else []
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config(strategy)),
             "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", str(free_port()),
-            "--mixed_precision", "no" if use_cpu else "bf16", "-m", "hardex.train_worker", str(spec_file)]
+            "--mixed_precision", "no" if use_cpu else "bf16", *deepspeed, "-m", "hardex.train_worker", str(spec_file)]
 
 
 def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, log=print) -> None:
@@ -74,7 +78,8 @@ def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, 
     import torch
 
     spec_file.write_text(json.dumps(spec))
-    cmd = launch_command(spec_file, processes, strategy, use_cpu=not torch.cuda.is_available())
+    cmd = launch_command(spec_file, processes, strategy, use_cpu=not torch.cuda.is_available(),
+                         accumulation=spec["g"]["gradient_accumulation_steps"])
     log(f"training in {processes} processes ({strategy}): {' '.join(cmd)}")
     sys.stdout.flush()
     sys.stderr.flush()

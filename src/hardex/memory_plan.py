@@ -13,7 +13,8 @@ fine-tune of a 14B model, a vLLM engine that leaves the trainer no room) before 
 run, not to predict the last GiB.
 
 Conventions: sizes in bytes inside, GiB (2**30 bytes) in every Estimate; `compute.gpu_memory_gb` is
-read as the card's nominal memory in GiB (80 for an H100 80GB).
+read as the card's nominal memory in GiB (80 for an H100 80GB), of which a job can use USABLE_SHARE (the
+driver keeps the rest: an "80 GB" H100 reports 81559 MiB, 79.6 GiB).
 """
 
 from __future__ import annotations
@@ -58,6 +59,17 @@ TORCH_TILE_COPIES = 6
 VLLM_BATCHED_TOKENS, VLLM_MAX_SEQS, VLLM_GRAPHS_GIB = 16384, 1024, 1.0
 #: the largest share of the device a vLLM engine is advised to take
 VLLM_MAX_SHARE = 0.95
+#: the share of a card's nominal memory a job can allocate: an H100 "80 GB" reports 81559 MiB (79.6 GiB) total,
+#: an H200 "141 GB" 143771 MiB (140.4 GiB of 141)
+USABLE_SHARE = 0.995
+#: bytes per trainable parameter of DeepSpeed's bf16 optimizer (ZeRO 1-3): fp32 master weights and AdamW's two
+#: fp32 moments, beside the bf16 weights and gradients the model holds
+DEEPSPEED_FP32_STATE_BYTES = 12
+
+
+def usable_gib(device_gb: float) -> float:
+    """What a job can allocate of a card of `device_gb` nominal GiB."""
+    return device_gb * USABLE_SHARE
 
 
 
@@ -413,9 +425,19 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
         embeddings = s.vocab * s.hidden * (1 if s.tied else 2)
         held["weights"] = (n_params - embeddings) * 0.53 + embeddings * nbytes
         notes.append("4-bit base weights (NF4) under the adapters")
+    fsdp = processes > 1 and strategy.startswith("fsdp")
+    if full and fsdp:
+        # accelerate's FSDP with bf16 mixed precision upcasts the trainable weights to float32 (sharded), and
+        # computes in bfloat16 copies of one layer at a time; AdamW's states follow the float32 weights
+        held["weights"] = n_params * 4 / shard["weights"]
+        notes.append("FSDP: trainable weights upcast to float32, sharded")
     if full:
-        # torch's AdamW keeps exp_avg and exp_avg_sq in each parameter's dtype; gradients are in that dtype too
-        held["optimizer (AdamW)"] = 2 * n_params * nbytes / shard["optimizer"]
+        # torch's AdamW keeps exp_avg and exp_avg_sq in each parameter's dtype; gradients are in that dtype too.
+        # DeepSpeed (ZeRO 1-3) in bf16 keeps float32 master weights and moments, 12 bytes a parameter, sharded
+        if processes > 1 and strategy.startswith("zero"):
+            held["optimizer (fp32 master + AdamW)"] = DEEPSPEED_FP32_STATE_BYTES * n_params / shard["optimizer"]
+        else:
+            held["optimizer (AdamW)"] = 2 * n_params * (4 if fsdp else nbytes) / shard["optimizer"]
         if grpo["beta"] > 0:  # the KL term's frozen reference, a second copy (with LoRA: the base, adapters off)
             held["reference model"] = n_params * nbytes
     elif s is not None:
@@ -436,7 +458,7 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
         else:
             need, length = n_params * nbytes, seq
         if device_gb is not None and gpu:
-            held["vLLM engine share"] = share * device_gb * GIB
+            held["vLLM engine share"] = share * device_gb * GIB  # vLLM's share is of the card's reported total
             if need > share * device_gb * GIB:
                 problems.append(f"the vLLM engine needs about {need / GIB:.1f} GiB (its weights and a KV cache of one "
                                 f"{length}-token sequence) but its share {share:g} of {device_gb:g} GiB is "
@@ -444,9 +466,10 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
         else:
             held["vLLM engine (at least)"] = need
             notes.append(f"the vLLM engine takes {share:g} of the device, whose size is not declared")
+    grad_bytes = 4 if fsdp else nbytes
     if s is None:
         if full:
-            held["gradients"] = n_params * nbytes / shard["gradients"]
+            held["gradients"] = n_params * grad_bytes / shard["gradients"]
         notes.append("architecture unknown: activations, logits, KV cache and adapters not counted (a lower bound)")
         return Estimate(_gib(held), notes, problems, batch=str(micro))
 
@@ -485,12 +508,12 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
         head_name = "logits"
     backward = {"activations": activations, head_name: head}
     if full:
-        backward["gradients"] = n_params * nbytes / shard["gradients"]
+        backward["gradients"] = n_params * grad_bytes / shard["gradients"]
 
     # -- phase 2: the rollouts of a step, all completions of it
     free = None
     if gpu and device_gb is not None:
-        free = device_gb * GIB - sum(held.values())
+        free = usable_gib(device_gb) * GIB - sum(held.values())
     rollout: dict[str, float]
     if grpo["rollouts"] == "vllm-server":
         rollout = {}  # a server on GPUs of its own samples
@@ -570,7 +593,7 @@ def estimate_generation(arch: dict | None, *, dtype: str, batch_tokens: int, bac
     if s is None:
         notes.append("architecture unknown: KV cache and activations not counted (a lower bound)")
         return Estimate(_gib(held), notes, problems, batch="?")
-    free = device_gb * GIB - sum(held.values()) if gpu and device_gb is not None else None
+    free = usable_gib(device_gb) * GIB - sum(held.values()) if gpu and device_gb is not None else None
     parts, batch, gen_notes = hf_generation_parts(
         s, nbytes, budget=batch_tokens, samples=samples, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens,
         prompts_available=prompts,
@@ -609,7 +632,7 @@ class _Job:
 
 
 def _fits(e: Estimate, device_gb: float) -> bool:
-    return not e.problems and e.total <= device_gb
+    return not e.problems and e.total <= usable_gib(device_gb)
 
 
 def plan(cfg: dict) -> list[JobPlan]:
@@ -807,7 +830,8 @@ def check_plan(cfg: dict) -> list[JobPlan]:
         if p.fits is False:
             why = f" ({p.estimate.problems[0]})" if p.estimate.problems and "no change" not in p.advice else ""
             raise PlanError(f"{p.kind} job of model {p.model!r}: about {p.estimate.total:.1f} GiB of GPU memory{why}, "
-                            f"more than compute.gpu_memory_gb {p.device_gb:g}; {p.advice}")
+                            f"more than the {usable_gib(p.device_gb):.1f} GiB usable of compute.gpu_memory_gb "
+                            f"{p.device_gb:g}; {p.advice}")
     return plans
 
 

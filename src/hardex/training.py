@@ -101,7 +101,7 @@ def _step_recorder(path: Path, counts: Callable[[], dict[str, Any]]):
             row = {col: logs.get(key) for key, col in TRL_KEYS.items()}  # TRL gathers these across processes
             row["step"] = state.global_step
             row["step_time"] = time.time() - self.t0
-            row.update(summed_over_processes(counts()))
+            row.update(summed_over_processes(counts(), getattr(args, "device", None)))  # nccl takes CUDA tensors only
             if state.is_world_process_zero:
                 with open(path, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
@@ -109,18 +109,24 @@ def _step_recorder(path: Path, counts: Callable[[], dict[str, Any]]):
     return StepRecorder()
 
 
-def summed_over_processes(counts: dict[str, Any]) -> dict[str, Any]:
+def summed_over_processes(counts: dict[str, Any], device=None) -> dict[str, Any]:
     """A step's rollout counts of every process (each generates its own share of the step's groups): summed,
-    and capped if any process's online filtering was. Every process must call it (a collective)."""
+    and capped if any process's online filtering was. Every process must call it (a collective).
+
+    `device`: the process's own device (the trainer's `args.device`), where the reduced tensor must lie:
+    accelerate starts the group with nccl on GPUs, which reduces CUDA tensors only (gloo, on a CPU, takes CPU
+    tensors)."""
     import torch
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+    if not (dist.is_available() and dist.is_initialized()):
         return counts
     numbers = [k for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool)]
-    totals = torch.tensor([counts[k] for k in numbers] + [int(bool(counts.get("filter_capped")))], dtype=torch.int64)
+    totals = torch.tensor([counts[k] for k in numbers] + [int(bool(counts.get("filter_capped")))], dtype=torch.int64,
+                          device=device)
     dist.all_reduce(totals)
-    out = {**counts, **dict(zip(numbers, totals.tolist()))}
+    totals = totals.tolist()
+    out = {**counts, **dict(zip(numbers, totals))}
     if counts.get("filter_capped") is not None:
         out["filter_capped"] = bool(totals[-1])
     return out
@@ -493,6 +499,9 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         tokenizer.pad_token = tokenizer.eos_token
     dtype = torch.float32 if use_cpu else torch.bfloat16
     quantized = quantization_config(g["quantization"], use_cpu)  # refused here on a CPU, before the model loads
+    # the GRPOConfig first: under ZeRO 3 it registers DeepSpeed's init hook (transformers'
+    # is_deepspeed_zero3_enabled), so that from_pretrained loads each process's shard, not the whole model
+    args = grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, trainer_args)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, quantization_config=quantized)
     peft_config = None
     if g["finetune"] == "lora":
@@ -527,7 +536,7 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
     trainer = _trainer_class()(
         model=model,
         reward_funcs=reward,
-        args=grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, trainer_args),
+        args=args,
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,

@@ -5,7 +5,7 @@ vllm_server_gpus of them to `trl vllm-serve` (tensor parallel over them), keeps 
 training processes, and hands TRL the address: TRL's own generation then samples every step from the
 server, and pushes the policy's weights to it before each (NCCL). The server stops with the job.
 
-It needs CUDA GPUs and vLLM in the training environment; on a CPU it is refused before anything starts.
+It needs CUDA GPUs and vLLM in the training environment; without them it is refused before anything starts.
 Not run here (no GPU was lent to this work): tests/unit/test_vllm_server.py checks the split, the command
 and the refusal, and holds a GPU test that skips without CUDA.
 """
@@ -48,30 +48,64 @@ def server_command(model_path: str, g: dict[str, Any], port: int) -> list[str]:
     return cmd
 
 
-@contextlib.contextmanager
-def serve_rollouts(model_path: str, g: dict[str, Any], log=print) -> Iterator[dict[str, Any]]:
-    """Start the server on the job's last GPUs, leave the first ones visible to training, yield the
-    GRPOConfig arguments that connect TRL to it; stop the server at the end."""
-    import torch
+#: how long a server may take to answer /health before the job gives up (a model's download and load)
+SERVER_START_TIMEOUT = 600.0
 
-    if not torch.cuda.is_available():
+
+def wait_for_server(server: subprocess.Popen, port: int, timeout: float = SERVER_START_TIMEOUT,
+                    interval: float = 1.0) -> None:
+    """Until the server answers GET /health (TRL's check): a server that exits first fails the job at once,
+    with its exit status, instead of TRL waiting out its whole timeout."""
+    import time
+    import urllib.request
+
+    t0 = time.time()
+    while True:
+        if server.poll() is not None:
+            raise ServerError(f"the vLLM server exited with status {server.returncode} before it answered; its "
+                              f"output is above")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=interval) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.time() - t0 > timeout:
+            raise ServerError(f"the vLLM server did not answer on port {port} within {timeout:.0f} s")
+        time.sleep(interval)
+
+
+@contextlib.contextmanager
+def serve_rollouts(model_path: str, g: dict[str, Any], log=print, command: list[str] | None = None,
+                   port: int | None = None) -> Iterator[dict[str, Any]]:
+    """Start the server on the job's last GPUs, leave the first ones visible to training, yield the
+    GRPOConfig arguments that connect TRL to it; stop the server at the end.
+
+    Nothing here touches CUDA: torch reads CUDA_VISIBLE_DEVICES once, when CUDA starts, so the training GPUs
+    are narrowed before (a trainer that saw the server's GPU too would wrap a 4-bit model in DataParallel).
+    The job's GPUs are the ones hardex.devices claimed (CUDA_VISIBLE_DEVICES) or, unset, the node's.
+    `command` and `port`: another server in place of `trl vllm-serve` (the tests' stand-in).
+    """
+    from hardex.devices import node_gpus
+
+    if command is None and importlib.util.find_spec("vllm") is None:
+        raise ServerError("grpo.rollouts: vllm-server needs vllm in the training environment (pip install 'hardex[vllm]')")
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip() not in ("", "-1")] \
+        or node_gpus()
+    if not visible:
         raise ServerError("grpo.rollouts: vllm-server needs CUDA GPUs (a vLLM server of its own); on a CPU use "
                           "hardex or vllm")
-    if importlib.util.find_spec("vllm") is None:
-        raise ServerError("grpo.rollouts: vllm-server needs vllm in the training environment (pip install 'hardex[vllm]')")
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d] or \
-        [str(i) for i in range(torch.cuda.device_count())]
     training, serving = split_gpus(visible, g["processes"], g["vllm_server_gpus"])
-    port = free_port()
-    cmd = server_command(model_path, g, port)
+    port = port or free_port()
+    cmd = command or server_command(model_path, g, port)
+    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(training)  # before anything in this process starts CUDA
     log(f"vLLM server on GPU(s) {','.join(serving)}, training on {','.join(training)}: {' '.join(cmd)}")
     server = subprocess.Popen(cmd, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True,
                               env={**os.environ, "CUDA_VISIBLE_DEVICES": ",".join(serving)})
-    os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(training)  # before training starts CUDA
     try:
-        # TRL waits for the server itself (vllm_server_timeout) before the first step
+        wait_for_server(server, port)
         yield {"use_vllm": True, "vllm_mode": "server", "vllm_server_host": "127.0.0.1", "vllm_server_port": port,
-               "vllm_group_port": free_port(), "vllm_server_timeout": 600.0}
+               "vllm_group_port": free_port(), "vllm_server_timeout": 60.0}
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGTERM)

@@ -80,6 +80,7 @@ def test_asking_for_more_gpus_than_the_node_has_fails_at_once(node):
 
 
 def test_under_slurm_the_allocation_is_used_as_given(node, monkeypatch):
+    monkeypatch.delenv("HARDEX_GPUS")  # Slurm gave this job exactly its GPU (one sbatch per job)
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
     with claim_gpus(1, log=lambda _: None) as gpus:

@@ -20,6 +20,7 @@ from hardex.config import check_config
 from hardex.memory_plan import (
     GIB,
     ROLLOUT_TOKEN_BUDGET,
+    USABLE_SHARE,
     PlanError,
     check_plan,
     count_parameters,
@@ -27,6 +28,7 @@ from hardex.memory_plan import (
     estimate_train,
     format_plan,
     plan,
+    usable_gib,
 )
 from tests.support import ROOT, stub_hub_cache
 
@@ -308,9 +310,33 @@ def test_several_processes_split_the_micro_batch_and_zero3_shards_the_full_fine_
     zero3 = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, processes=8, distributed="zero3"), **args)
     assert one.batch == "32" and ddp.batch == zero3.batch == "4"  # 32 prompts x 8 / 8 micro-batches / 8 processes
     assert ddp.parts["weights"] == one.parts["weights"] and ddp.total > 80
-    for part in ("weights", "optimizer (AdamW)"):
-        assert zero3.parts[part] == pytest.approx(one.parts[part] / 8)
-    assert zero3.total < 80
+    assert zero3.parts["weights"] == pytest.approx(one.parts["weights"] / 8)
+    # DeepSpeed in bf16: float32 master weights and both AdamW moments, 12 bytes a parameter, sharded over 8
+    # (not the 4 bytes of bfloat16 moments a one-process run keeps)
+    n = count_parameters(QWEN3_14B)
+    assert one.parts["optimizer (AdamW)"] == pytest.approx(4 * n / GIB)
+    assert zero3.parts["optimizer (fp32 master + AdamW)"] == pytest.approx(12 * n / 8 / GIB)
+    assert zero3.total < 80 * USABLE_SHARE
+
+
+def test_fsdp_upcasts_the_trainable_weights_to_float32_and_zero1_shards_only_the_optimizer():
+    args = dict(dtype="bfloat16", finetune="full", lora=LORA, prompt_tokens=512, device_gb=80)
+    n = count_parameters(QWEN3_14B)
+    fsdp = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, processes=8, distributed="fsdp2"), **args)
+    assert fsdp.parts["weights"] == pytest.approx(4 * n / 8 / GIB)  # float32, sharded
+    assert fsdp.parts["optimizer (AdamW)"] == pytest.approx(8 * n / 8 / GIB)  # two float32 moments, sharded
+    zero1 = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, processes=8, distributed="zero1"), **args)
+    assert zero1.parts["weights"] == pytest.approx(2 * n / GIB)
+    assert zero1.parts["optimizer (fp32 master + AdamW)"] == pytest.approx(12 * n / 8 / GIB)
+
+
+def test_a_job_is_checked_against_the_cards_usable_memory_not_its_nominal_size():
+    # an "80 GB" H100 reports 81559 MiB: 79.6 GiB, less than the 80 compute.gpu_memory_gb names
+    assert usable_gib(80) == pytest.approx(81559 / 1024, abs=0.05)
+    from hardex.memory_plan import Estimate, _fits
+
+    assert not _fits(Estimate({"weights": 79.8}), 80)  # phi-4's evaluate job as planned before
+    assert _fits(Estimate({"weights": 79.5}), 80)
 
 
 def test_4bit_base_weights_take_about_a_quarter_of_bfloat16():

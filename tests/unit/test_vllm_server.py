@@ -33,11 +33,14 @@ def test_the_command_is_one_trl_vllm_serve_parses():
 
 
 def test_on_a_cpu_server_rollouts_are_refused_before_anything_starts(monkeypatch):
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ServerError, match="vllm-server needs CUDA GPUs"):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delenv("HARDEX_GPUS", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: no GPU
+    with pytest.raises(ServerError, match="vllm-server needs (CUDA GPUs|vllm)"):
         with serve_rollouts("m", {"processes": 1, "vllm_server_gpus": 1}):
+            pass
+    with pytest.raises(ServerError, match="vllm-server needs CUDA GPUs"):
+        with serve_rollouts("m", {"processes": 1, "vllm_server_gpus": 1}, command=["true"]):
             pass
 
 

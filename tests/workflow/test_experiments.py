@@ -258,3 +258,6 @@ def test_jobs_ask_for_a_gpu_per_training_process_and_per_tensor_parallel_rank(tm
     assert gpus["train"] == "2" and gpus["probe"] == "4" and gpus["evaluate_run"] == "4"
     threads = re.findall(r"rule train:\n(?:    .*\n)*?    threads: (\d+)", res.stdout)
     assert threads and set(threads) == {"6"}
+    # host memory: each training process loads the model (issue 35)
+    mem = {rule: int(re.search(r"mem_mb=(\d+)", r).group(1)) for rule, r in jobs if "mem_mb=" in r}
+    assert mem["train"] == 2 * mem["probe"]

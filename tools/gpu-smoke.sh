@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The GPU smoke run: versions, a 1-process nccl group through hardex's reduction, the CUDA initialisation order
+# of server mode, two GRPO steps of a stand-in (LoRA, gradient checkpointing, TensorBoard) in one process and
+# through `accelerate launch`, a 4-bit step, a probe and evaluate through vLLM; one PASS/FAIL/SKIP line each
+# and a summary (docs/gpu-runs.md). Within 10 minutes on one H100.
+#   tools/gpu-smoke.sh            on a GPU machine
+#   tools/gpu-smoke.sh --cpu      what a CPU can check (CI: tests/unit/test_gpu_first_run.py)
+# Extra arguments go to python -m hardex.gpu_smoke (--architecture, --dir, --timeout).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
+exec "${PYTHON:-python3}" -m hardex.gpu_smoke "$@"
