@@ -46,10 +46,9 @@ if workflow.is_main_process:
 
 # the optional packages its GPU settings need (bitsandbytes, deepspeed, vllm): a run stops here without them
 if workflow.is_main_process:
-    check_packages_or_exit(
-        config,
-        conda="conda" in map(str, workflow.deployment_settings.deployment_method),
-    )
+    # (`conda` may not open a line here: Snakemake would read its keyword)
+    in_conda_envs = "conda" in map(str, workflow.deployment_settings.deployment_method)
+    check_packages_or_exit(config, in_conda_envs)
 
 MODELS = list(config["models"])
 # models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,
