@@ -100,7 +100,8 @@ def run_subset(wildcards):
 
 def allows_unlearnable(wildcards):
     """Whether a run may train on a subset without a learnable example: it is listed in
-    selection.allow_unlearnable, or it is a control of a strategy listed there (the same subset)."""
+    selection.allow_unlearnable, or it is a control of a strategy listed there (the same subset).
+    """
     subset, _, control = run_strategy_parts(wildcards.strategy)
     return wildcards.strategy in ALLOW_UNLEARNABLE or (
         control is not None and subset in ALLOW_UNLEARNABLE
@@ -241,7 +242,8 @@ def benchmark_params(wildcards):
 
 def eval_benchmark_params(wildcards):
     """benchmark_params, with `greedy` in each decoding under evaluation.greedy (a greedy sample beside
-    the sampled ones); the key is absent otherwise, so configs without it keep their params and results."""
+    the sampled ones); the key is absent otherwise, so configs without it keep their params and results.
+    """
     params = benchmark_params(wildcards)
     if config["evaluation"]["greedy"]:
         for b in params:

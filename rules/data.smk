@@ -1,11 +1,13 @@
 rule dataset_split:
-    """Materialize one split of a dataset (hub, local file, or generator) as Parquet."""
-    # data before models: with the data check, a pool that holds its benchmark stops before any model job
-    priority: 1
+    """Materialize one split of a dataset (hub, local file, or generator) as Parquet.
+
+    Priority 1 (here and in check_overlap): data before models, so that with the data check a pool
+    holding its benchmark stops before any model job."""
     output:
         layout.DATA,
     log:
         "logs/data/{dataset}/{split}.log",
+    priority: 1
     conda:
         "../envs/generation.yaml"
     params:
@@ -18,7 +20,6 @@ rule check_overlap:
     """The questions a task's benchmarks share with its pool, the same problem in other words included,
     and their near-duplicates: none, or as many as the config accepts (the gain would otherwise be
     measured on training data). Probing waits for it."""
-    priority: 1
     input:
         pool=pool_file,
         benchmarks=benchmark_inputs,
@@ -26,6 +27,7 @@ rule check_overlap:
         layout.OVERLAP,
     log:
         "logs/overlap/{task}.log",
+    priority: 1
     conda:
         "../envs/analysis.yaml"
     params:
@@ -35,7 +37,10 @@ rule check_overlap:
         allowed_near=lambda w: config["tasks"][w.task]["allow_near_duplicates"],
         families=lambda w: {
             ref: split_spec(config, ref)["family"]
-            for ref in [config["tasks"][w.task]["pool"], *config["tasks"][w.task]["benchmarks"]]
+            for ref in [
+                config["tasks"][w.task]["pool"],
+                *config["tasks"][w.task]["benchmarks"],
+            ]
         },
     script:
         "../scripts/check_overlap.py"

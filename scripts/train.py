@@ -5,9 +5,10 @@ from pathlib import Path
 # the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from hardex.config import sampling_mismatch
 from hardex.controls import control_rows, reward_line, run_reward
 from hardex.io import read_parquet, read_parquet_metadata
-from hardex.learnability import check_learnable, sampling_mismatch
+from hardex.learnability import check_learnable
 from hardex.probing import PROVENANCE_KEY
 from hardex.selection import run_strategy_parts
 from hardex.tasks import get_task

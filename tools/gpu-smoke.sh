@@ -5,8 +5,8 @@
 # and a summary (docs/gpu-runs.md). Within 10 minutes on one H100.
 #   tools/gpu-smoke.sh            on a GPU machine
 #   tools/gpu-smoke.sh --cpu      what a CPU can check (CI: tests/unit/test_gpu_first_run.py)
-# Extra arguments go to python -m hardex.gpu_smoke (--architecture, --dir, --timeout).
+# Extra arguments go to tools/gpu_smoke.py (--architecture, --dir, --timeout).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export PYTHONPATH="$root/src${PYTHONPATH:+:$PYTHONPATH}"
-exec "${PYTHON:-python3}" -m hardex.gpu_smoke "$@"
+exec "${PYTHON:-python3}" "$root/tools/gpu_smoke.py" "$@"

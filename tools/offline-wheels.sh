@@ -20,7 +20,8 @@ want=(snakemake==9.27.1 polars==2.1.0 trl==1.16.0 datasets==5.2.0 math-verify==0
 # some of Snakemake's dependencies exist only as source: build those as (pure-Python) wheels first
 for _ in 1 2 3 4 5; do
   missing=$(python3 -m pip download -q --only-binary=:all: --find-links "$tmp" --python-version "$py" \
-    --implementation cp "${plat[@]}" -d "$tmp" "${want[@]}" 2>&1 | sed -n 's/.*No matching distribution found for \([^ ]*\).*/\1/p')
+    --implementation cp "${plat[@]}" -d "$tmp" "${want[@]}" 2>&1 | sed -n 's/.*No matching distribution found for \([^ ]*\).*/\1/p' \
+    || true)  # pip fails while a dependency is missing: under pipefail that must not end the script
   [ -z "$missing" ] && break
   python3 -m pip wheel -q --no-deps -w "$tmp" "$missing"
 done

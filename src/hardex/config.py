@@ -514,11 +514,27 @@ def probe_settings(cfg: dict, task: str) -> dict:
     return settings
 
 
+def sampling_mismatch(probe: dict[str, Any] | None, grpo: dict[str, Any]) -> str | None:
+    """A warning line when the probe sampled (`probe`: its provenance or settings, with temperature, top_p,
+    max_new_tokens) otherwise than GRPO samples (`grpo`: temperature, top_p, max_completion_length), else
+    None; None too when the probe's settings are unknown. Never an error: a colder or shorter probe is a
+    legitimate choice, but its pass rates are not GRPO's."""
+    if not probe:
+        return None
+    pairs = [("temperature", "temperature", "temperature"), ("top_p", "top_p", "top_p"),
+             ("max length", "max_new_tokens", "max_completion_length")]
+    diffs = [f"{name} {probe[pk]:g} in the probe vs {grpo[gk]:g} in GRPO (probe.{pk}, grpo.{gk})"
+             for name, pk, gk in pairs
+             if probe.get(pk) is not None and grpo.get(gk) is not None and float(probe[pk]) != float(grpo[gk])]
+    if not diffs:
+        return None
+    return ("WARNING: the probe did not sample as GRPO does: " + "; ".join(diffs) + ". Pass rates, the selection "
+            "and the expected share of mixed groups describe the probe's decoding, not GRPO's.")
+
+
 def sampling_notices(cfg: dict) -> list[str]:
     """One line per model x task whose probe samples otherwise than that model's GRPO (temperature, top_p,
-    max length; `learnability.sampling_mismatch`): a notice at planning time, never an error."""
-    from hardex.learnability import sampling_mismatch
-
+    max length; `sampling_mismatch`): a notice at planning time, never an error."""
     lines = []
     for model in cfg["models"]:
         for task in cfg["tasks"]:

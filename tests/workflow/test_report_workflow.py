@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute"]
 FIGURE_RULES = {"report_figure_curves", "report_figure_learnable", "report_figure_pool", "report_figure_zero_std",
-                "report_figure_compute"}
+                "report_figure_compute", "report_figure_pass_at_k"}
 
 
 def _planned_rules(output: str) -> set[str]:
@@ -112,9 +112,9 @@ def _dry_run_with(workdir, report_settings: dict, ok: bool = True):
 def test_plot_setting_reruns_only_figure_rules(smoke_copy):
     assert _dry_run_with(smoke_copy, {"figures": {"dpi": 72}}) == FIGURE_RULES | {"all"}
     # a statistics setting: the tables, the regression and the figures drawn from regression.json and
-    # from the rollout_budget table (its gain intervals)
-    assert _dry_run_with(smoke_copy, {"ci_level": 0.9}) == {"report_tables", "report_regression",
-                                                           "report_figure_learnable", "report_figure_compute", "all"}
+    # from tables (rollout_budget: its gain intervals; pass_at_k: its file is rewritten with the others)
+    assert _dry_run_with(smoke_copy, {"ci_level": 0.9}) == {"report_tables", "report_regression", "report_figure_learnable",
+                                                           "report_figure_compute", "report_figure_pass_at_k", "all"}
     # which strategies the regression fits: the regression and the figure drawn from it
     assert _dry_run_with(smoke_copy, {"regression_strategies": ["hard", "easy"]}) == {
         "report_regression", "report_figure_learnable", "all"}
@@ -127,8 +127,8 @@ def test_unknown_reference_stops_before_any_job(smoke_copy):
 
 
 def test_rollout_budget_charges_the_probe_to_the_strategies_that_read_it(smoke_run):
-    """hard, easy and hard_online were chosen by the probe: each is charged all its samples and their
-    tokens; random is not. Training rollouts are the steps' completions; the online run counts what it
+    """hard, easy, hard_online and hard's controls were chosen by the probe: each is charged all its samples
+    and their tokens; random is not. Training rollouts are the steps' completions; the online run counts what it
     generated and threw away, and says when it hit its cap."""
     import polars as pl
 
@@ -136,8 +136,8 @@ def test_rollout_budget_charges_the_probe_to_the_strategies_that_read_it(smoke_r
     probe = pl.read_parquet(smoke_run / "results/probe/tiny/swaps.parquet")
     table = pl.read_csv(smoke_run / "results/tables/rollout_budget.csv")
     row = {s: r for s, r in zip(table["strategy"], table.iter_rows(named=True))}
-    assert set(row) == {"hard", "easy", "random", "hard_online"}
-    for strategy in ("hard", "easy", "hard_online"):
+    assert set(row) == {"hard", "easy", "random", "hard_online", "hard_shuffled", "hard_format"}
+    for strategy in ("hard", "easy", "hard_online", "hard_shuffled", "hard_format"):
         assert row[strategy]["probe_rollouts"] == probe["k"].sum() and row[strategy]["probe_tokens"] == probe["tokens"].sum()
     assert row["random"]["probe_rollouts"] == 0 and row["random"]["probe_tokens"] == 0
     g = cfg["grpo"]

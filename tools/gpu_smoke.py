@@ -2,8 +2,10 @@
 its own, one line per check (PASS, FAIL or SKIP with its reason) and a summary. docs/gpu-runs.md says what each
 line means and what ran where.
 
-    python -m hardex.gpu_smoke [--cpu] [--architecture Qwen/Qwen3-4B] [--dir DIR]   # all checks
-    python -m hardex.gpu_smoke --check NAME ...                                     # one, in this process
+    python tools/gpu_smoke.py [--cpu] [--architecture Qwen/Qwen3-4B] [--dir DIR]   # all checks
+    python tools/gpu_smoke.py --check NAME ...                                     # one, in this process
+
+A tool beside the library, not part of it (like scripts/): it reaches into most of hardex.
 
 `--cpu` runs what a CPU can (gloo in place of nccl, the CUDA-order spy, the versions) and skips the rest with
 its reason; tests/unit/test_gpu_first_run.py runs it so. A check's process prints `RESULT <json>` last:
@@ -20,6 +22,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+# the library, also where hardex is not pip-installed (an offline GPU host: docs/offline-gpu.md)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 CHECKS = ("versions", "nccl-reduction", "cuda-order", "grpo-1proc", "grpo-accelerate", "grpo-4bit", "vllm")
 OPTIONAL = ("bitsandbytes", "deepspeed", "vllm", "tensorboard", "trl", "snakemake", "polars", "datasets",
@@ -295,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     for name in CHECKS:
         t = time.time()
-        cmd = [sys.executable, "-m", "hardex.gpu_smoke", "--check", name, "--dir", str(work),
+        cmd = [sys.executable, __file__, "--check", name, "--dir", str(work),
                "--architecture", args.architecture] + (["--cpu"] if args.cpu else [])
         log = work / f"{name}.log"
         try:
