@@ -62,6 +62,19 @@ def test_a_quick_rehearsal_trains_one_strategy(tmp_path):
     assert cfg["rehearsal"]["quick"]
 
 
+def test_a_quick_rehearsal_keeps_one_model_of_each_class(tmp_path):
+    """Three Qwen2.5 sizes run the same code as stand-ins: one is rehearsed. Qwen3-4B ties its embeddings
+    and Qwen3-14B does not, so both stay; the full rehearsal keeps every model."""
+    limits = check_config(rehearsal_of(ROOT / "experiments" / "difficulty_limits.yaml", tmp_path, quick=True))
+    assert list(limits["models"]) == ["qwen25-05b"]
+    paper = check_config(rehearsal_of(ROOT / "experiments" / "hard_examples_paper.yaml", tmp_path, quick=True))
+    assert set(paper["models"]) == {"qwen3-4b", "qwen3-14b", "phi4", "llama31-8b"}
+    study = check_config(rehearsal_of(ROOT / "experiments" / "cpu_study.yaml", tmp_path, quick=True))
+    assert list(study["models"]) == ["small"]  # built models are all built at the stand-ins' size
+    full = check_config(rehearsal_of(ROOT / "experiments" / "difficulty_limits.yaml", tmp_path))
+    assert len(full["models"]) == 3
+
+
 def test_a_quick_rehearsal_keeps_only_the_controls_of_its_strategy(tmp_path):
     from hardex.config import run_strategies
 

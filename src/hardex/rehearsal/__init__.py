@@ -9,7 +9,7 @@ a seeded one (hardex.rehearsal.scoring) so that everything that depends on rewar
 
     hardex-rehearse experiments/hard_examples_paper.yaml            # writes and runs rehearsals/hard_examples_paper/
     hardex-rehearse experiments/difficulty_limits.yaml -n           # any further arguments go to snakemake
-    hardex-rehearse --quick experiments/hard_examples_paper.yaml    # one strategy trained, not all (what CI runs)
+    hardex-rehearse --quick experiments/hard_examples_paper.yaml    # one strategy, one model per class (what CI runs)
 
 The rehearsal's config is written to <dir>/config.yaml and runs there (snakemake --directory <dir>), so
 its results never mix with a real run's; running the command again resumes it as Snakemake does.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import math
 import subprocess
 import sys
@@ -121,7 +122,7 @@ def _fit_accumulation(cfg: dict[str, Any]) -> None:
 
 def _one_strategy(sel: dict[str, Any]) -> None:
     """Train one strategy (the first, and its online run and controls if it has them) instead of every one: a quick
-    rehearsal still runs every model, task, dataset and setting, in a fraction of the jobs."""
+    rehearsal still runs every task, dataset and setting, in a fraction of the jobs."""
     first = (sel.get("strategies") or ["hard"])[0]
     sel["strategies"] = [first]
     sel["online_strategies"] = [s for s in sel.get("online_strategies") or [] if s == first]
@@ -129,11 +130,30 @@ def _one_strategy(sel: dict[str, Any]) -> None:
     sel["controls"] = {c: strategies for c, strategies in controls.items() if strategies}  # the first's controls
 
 
+def _one_model_per_class(models: dict[str, Any]) -> dict[str, Any]:
+    """Quick: of the models whose stand-ins run the same code (one model class, tied or untied embeddings,
+    the same settings besides the size), the first. Qwen3-4B and Qwen3-14B, or three Qwen2.5 sizes, differ
+    only in sizes that a stand-in makes the same: rehearsing each again costs jobs and tests nothing more."""
+    from hardex.architectures import config_of
+
+    kept, seen = {}, set()
+    for name, m in models.items():
+        arch = config_of(m["architecture"]) or {} if m["path"] == "standin" else {}
+        settings = {k: v for k, v in m.items() if k not in ("architecture", "size_b", "build")}
+        if m["path"] == "build":  # every built model is built at the stand-ins' size: its warm start is what differs
+            settings["build"] = {k: v for k, v in m["build"].items() if k != "arch"}
+        key = json.dumps([arch.get("architectures"), arch.get("tie_word_embeddings"), settings], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            kept[name] = m
+    return kept
+
+
 def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path = Path.cwd(),
                      quick: bool = False) -> dict[str, Any]:
     """The rehearsal of config `source` (as read from its YAML file `of`; relative paths from `base`).
     Hub splits become a few rows of their format written under `samples`. `quick`: one strategy trained
-    instead of every one."""
+    instead of every one, and one model of each model class."""
     cfg = copy.deepcopy(source)
     if quick:
         _one_strategy(cfg.setdefault("selection", {}))
@@ -141,6 +161,8 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
     cfg["rehearsal"] = {"of": str(of), "quick": quick}
     cfg["seeds"] = list(cfg.get("seeds") or [0])[:1]  # seeds repeat the same code paths
     cfg["models"] = {name: _model(name, m) for name, m in cfg["models"].items()}
+    if quick:
+        cfg["models"] = _one_model_per_class(cfg["models"])
     _splits(cfg, samples, base)
     for t in cfg["tasks"].values():
         t["scoring"] = SCORING_PREFIX + t.get("scoring", "lenient")
@@ -190,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", type=Path, help="the config to rehearse, e.g. experiments/hard_examples_paper.yaml")
     parser.add_argument("--dir", type=Path, help="where the rehearsal runs (default rehearsals/<config name>)")
     parser.add_argument("--quick", action="store_true",
-                        help="train only the first strategy (every model, task and setting still runs)")
+                        help="train only the first strategy, on one model of each class (every task and setting still runs)")
     args, snakemake_args = parser.parse_known_args(argv)
     directory = args.dir or Path("rehearsals") / args.config.stem
     try:
