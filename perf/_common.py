@@ -75,14 +75,15 @@ def config_pool(configfile: str | Path, model_path: str, n: int | None = None):
     return cfg, task, rows, [render(task.prompt(r)) for r in rows]
 
 
-def matmul_bound(parameters: int, seconds: float = 3.0, size: int = 2048) -> dict:
-    """This machine's float32 matmul rate (GFLOP/s, torch's current threads) and the generation rate it
-    bounds for a model of `parameters` (about 2 floating-point operations per parameter per token)."""
+def matmul_bound(parameters: int, seconds: float = 3.0, size: int = 2048, dtype=None) -> dict:
+    """This machine's matmul rate in `dtype` (float32 by default; GFLOP/s, torch's current threads) and the
+    generation rate it bounds for a model of `parameters` (about 2 floating-point operations per parameter per token)."""
     import time
 
     import torch
 
-    a, b = torch.randn(size, size), torch.randn(size, size)
+    dtype = dtype or torch.float32
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
     a @ b  # warm-up
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:

@@ -33,16 +33,22 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20, help="GRPO steps per measured run")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--target", type=float, default=None, help="seconds per step to print the figures against")
     ap.add_argument("--vllm", action="store_true", help="also time vLLM rollouts (grpo.rollouts: vllm)")
+    ap.add_argument("--precisions", default="auto",
+                    help="grpo.precision values to time side by side, comma-separated (e.g. fp32,auto)")
+    ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm])")
     args = ap.parse_args()
-    modes = ("trl", "hardex", "vllm") if args.vllm else ("trl", "hardex")
+    rollouts = args.rollouts.split(",") if args.rollouts else ["trl", "hardex", *(["vllm"] if args.vllm else [])]
+    precisions = args.precisions.split(",")
+    modes = [f"{r}/{p}" if len(precisions) > 1 else r for p in precisions for r in rollouts]
 
     import polars as pl
     import torch
     import trl
 
     from hardex.config import grpo_settings
-    from hardex.training import task_reward, train_grpo
+    from hardex.training import task_reward, train_grpo, training_precision
 
     torch.set_num_threads(args.threads)
     model = built_model(args.model)
@@ -65,7 +71,9 @@ def main() -> None:
     for repeat in range(args.repeats):
         for mode in modes:
             run_cfg = copy.deepcopy(cfg)
-            run_cfg["grpo"].update(rollouts=mode, max_steps=args.steps, save_steps=args.steps)
+            rollout, _, precision = mode.partition("/")
+            run_cfg["grpo"].update(rollouts=rollout, max_steps=args.steps, save_steps=args.steps,
+                                   precision=precision or precisions[0])
             g = grpo_settings(run_cfg, next(iter(cfg["models"])))
             rollout_seconds.clear()
             with tempfile.TemporaryDirectory() as tmp:
@@ -77,9 +85,10 @@ def main() -> None:
             run = {"mode": mode, "repeat": repeat, "steps": len(step_s), "seconds_per_step": median(step_s),
                    "rollout_seconds_per_step": median(rollout_seconds),
                    "first_step_seconds": step_s[0],  # with vLLM, the engine's start
-                   "completion_length": float(steps["completion_length"].mean())}
+                   "completion_length": float(steps["completion_length"].mean()),
+                   "precision": training_precision(g, use_cpu=not torch.cuda.is_available())}
             runs.append(run)
-            print(f"repeat {repeat + 1}/{args.repeats} {mode:6s}: {run['seconds_per_step']:.3f} s/step "
+            print(f"repeat {repeat + 1}/{args.repeats} {mode:6s} ({run['precision']}): {run['seconds_per_step']:.3f} s/step "
                   f"(rollouts {run['rollout_seconds_per_step']:.3f} s; first step {run['first_step_seconds']:.1f} s), mean completion {run['completion_length']:.1f} tokens",
                   flush=True)
 
@@ -93,13 +102,17 @@ def main() -> None:
     print(f"\nmachine: {info}")
     print(f"{Path(args.config).name} train job: {g0['prompts_per_step']} prompts x {g0['num_generations']} completions per step, "
           f"up to {g0['max_completion_length']} tokens, {args.threads} thread(s); medians of {args.repeats} repeats")
-    print(f"{'rollouts':10s} {'steps/s':>8s} {'s/step':>8s} {'sampling s':>11s} {'rest s':>8s}")
+    print(f"{'rollouts':14s} {'steps/s':>8s} {'s/step':>8s} {'sampling s':>11s} {'rest s':>8s}")
     for mode, s in summary.items():
-        print(f"{mode:10s} {s['steps_per_second']:8.2f} {s['seconds_per_step']:8.3f} {s['rollout_seconds']:11.3f} "
+        print(f"{mode:14s} {s['steps_per_second']:8.2f} {s['seconds_per_step']:8.3f} {s['rollout_seconds']:11.3f} "
               f"{s['rest_seconds']:8.3f}")
     for mode in modes[1:]:
-        speedup = summary["trl"]["seconds_per_step"] / summary[mode]["seconds_per_step"]
-        print(f"{mode} rollouts: {speedup:.2f}x the steps per second of TRL's generate")
+        speedup = summary[modes[0]]["seconds_per_step"] / summary[mode]["seconds_per_step"]
+        print(f"{mode}: {speedup:.2f}x the steps per second of {modes[0]}")
+    if args.target:
+        best = min(summary, key=lambda m: summary[m]["seconds_per_step"])
+        met = "met" if summary[best]["seconds_per_step"] <= args.target else "NOT met"
+        print(f"target    <= {args.target:g} s per step: {met} ({best}: {summary[best]['seconds_per_step']:.2f} s)")
     dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)}, OUT / f"grpo_step_{Path(args.config).stem}{'_vllm' if args.vllm else ''}.json")
 
 

@@ -363,15 +363,33 @@ SAME_NAME_IN_TRL = ("gradient_accumulation_steps", "num_generations", "learning_
                     "scale_rewards", "epsilon", "gradient_checkpointing", "save_steps")
 
 
+def training_precision(g: dict[str, Any], use_cpu: bool) -> str:
+    """grpo.precision, `auto` resolved: bf16 on a GPU and on a CPU with hardware bfloat16, fp32 on other CPUs."""
+    from hardex.generation.hf import cpu_bfloat16
+
+    if g["precision"] != "auto":
+        return g["precision"]
+    return "bf16" if not use_cpu or cpu_bfloat16() else "fp32"
+
+
+def policy_dtype(g: dict[str, Any], use_cpu: bool):
+    """The dtype the policy's weights load in: bfloat16 under bf16 or fp16 autocast, float32 under fp32. On a
+    CPU the weights the optimizer updates (full fine-tuning) stay float32 under autocast: its small steps
+    would vanish in bfloat16's 8 bits; LoRA's frozen base is bfloat16 (its adapters are float32, PEFT's default)."""
+    import torch
+
+    if training_precision(g, use_cpu) == "fp32" or (use_cpu and g["finetune"] == "full"):
+        return torch.float32
+    return torch.bfloat16
+
+
 def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, extra: dict | None = None):
     """The GRPOConfig for the config's grpo settings and a run of `steps` steps: every field explicit.
     `extra`: the tracker's arguments (hardex.tracking) and a vLLM server's (hardex.vllm_server); no tracker
     by default."""
     from trl import GRPOConfig
 
-    precision = g["precision"]
-    if precision == "auto":
-        precision = "fp32" if use_cpu else "bf16"
+    precision = training_precision(g, use_cpu)
     return GRPOConfig(
         output_dir=str(out),
         max_steps=steps,
@@ -429,7 +447,12 @@ def train_grpo(
     rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written
     ckpt_dir = run_dir / "checkpoints"
     record = ckpt_dir / STEP_RECORD
-    computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED}
+    import torch
+
+    # `auto` precision differs by machine: the precision it resolves to here is what the checkpoints hold
+    precision = training_precision(g, use_cpu=not torch.cuda.is_available())
+    log(f"precision {precision}" + (" (auto)" if g["precision"] == "auto" else " (grpo.precision)"))
+    computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED} | {"precision": precision}
     tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": computed, "seed": seed,
                          "data": [(r["prompt"], r["answer"]) for r in rows]})
     marker = ckpt_dir / "settings.json"
@@ -497,12 +520,11 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    dtype = torch.float32 if use_cpu else torch.bfloat16
     quantized = quantization_config(g["quantization"], use_cpu)  # refused here on a CPU, before the model loads
     # the GRPOConfig first: under ZeRO 3 it registers DeepSpeed's init hook (transformers'
     # is_deepspeed_zero3_enabled), so that from_pretrained loads each process's shard, not the whole model
     args = grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, trainer_args)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, quantization_config=quantized)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=policy_dtype(g, use_cpu), quantization_config=quantized)
     peft_config = None
     if g["finetune"] == "lora":
         from peft import LoraConfig

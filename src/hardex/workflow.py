@@ -83,8 +83,12 @@ def work_identity(model: dict, task, generation: dict | None = None) -> dict:
     `generation` of a rule, and its task): the model's files, its dtype, the scorer and the backend."""
     from hardex.models import model_fingerprint
 
-    identity = {"model": model_fingerprint(model["path"]), "dtype": model["dtype"],
-                "scorer": [task.name, task.scoring]}
+    dtype = model["dtype"]
+    if dtype == "auto" and generation is not None and generation["backend"] == "hf":  # resolved: it differs by machine
+        from hardex.generation.hf import pick_device, pick_dtype
+
+        dtype = str(pick_dtype(dtype, pick_device())).removeprefix("torch.")
+    identity = {"model": model_fingerprint(model["path"]), "dtype": dtype, "scorer": [task.name, task.scoring]}
     if generation is not None:
         identity["backend"] = generation["backend"]
     return identity

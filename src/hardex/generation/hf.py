@@ -26,6 +26,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -45,11 +47,26 @@ def pick_device(device: str | None = None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def cpu_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX, read from /proc/cpuinfo): there
+    torch's bfloat16 matmul ran about 4x float32's (docs/performance.md); elsewhere it is emulated, slower.
+    HARDEX_CPU_BFLOAT16=0 or 1 overrides the answer (a test, a CPU the flags misreport)."""
+    forced = os.environ.get("HARDEX_CPU_BFLOAT16")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:  # not Linux: no way to tell, take the safe float32
+        return False
+    return re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
+
+
 def pick_dtype(dtype: str, device: str):
+    """`auto`: bfloat16 on a GPU and on a CPU with hardware bfloat16 (the fast path), float32 on other CPUs."""
     import torch
 
     if dtype == "auto":
-        return torch.bfloat16 if str(device).startswith("cuda") else torch.float32
+        return torch.bfloat16 if str(device).startswith("cuda") or cpu_bfloat16() else torch.float32
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 
 
