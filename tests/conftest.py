@@ -42,6 +42,14 @@ def tiny_model(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def answering_model(tmp_path_factory) -> Path:
+    """A tiny Qwen3 with head size 64 (what vLLM's CPU attention takes), warm-started long enough (12 epochs)
+    to answer swaps in the boxed form: its pass rates spread and one boxed letter can be rewarded. After one
+    epoch a model this size writes near-uniform tokens."""
+    return build_swaps_model(tmp_path_factory.mktemp("answering") / "model", hidden_size=128, epochs=12)
+
+
+@pytest.fixture(scope="session")
 def bos_chat_model(tmp_path_factory) -> Path:
     """A tiny random Qwen3 whose tokenizer adds a BOS and whose chat template writes one, as Llama 3's
     do: the case where a second tokenization with special tokens doubles the BOS."""

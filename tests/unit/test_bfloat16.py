@@ -13,7 +13,6 @@ import pytest
 from hardex.generation import Sampling
 from hardex.generation.hf import HFGenerator, pick_dtype
 from hardex.training import grpo_args, training_precision
-from tests.support import build_swaps_model
 
 
 @pytest.mark.parametrize("hardware, expected", [("1", "bfloat16"), ("0", "float32")])
@@ -37,12 +36,6 @@ def test_auto_takes_bfloat16_where_the_cpu_has_it_and_a_pinned_dtype_stays(monke
     args = grpo_args({**g, "precision": "auto"}, 0, tmp_path, use_cpu=True, steps=2)
     assert args.bf16 == (hardware == "1") and not args.fp16
     assert not grpo_args({**g, "precision": "fp32"}, 0, tmp_path, use_cpu=True, steps=2).bf16
-
-
-@pytest.fixture(scope="module")
-def answering_model(tmp_path_factory):
-    """A tiny Qwen3 warm-started long enough to answer swaps in the boxed form: its pass rates spread."""
-    return build_swaps_model(tmp_path_factory.mktemp("answering") / "model", hidden_size=128, epochs=12)
 
 
 def test_bfloat16_probing_judges_as_float32_does(answering_model):

@@ -216,6 +216,19 @@ def test_grpo_raises_a_learnable_reward_in_rollouts_and_saved_weights(tmp_path, 
     assert share_with_bob() > before + 0.4
 
 
+def test_lora_grpo_raises_a_learnable_reward_through_merged_rollouts(tmp_path, answering_model, grpo):
+    """With LoRA on a CPU, hardex's rollouts sample with the adapters merged into the weights (adapters_merged):
+    rewarding one boxed letter ('(C', about a fifth of the base model's samples) must raise it in the rollouts
+    within 16 steps. Were the merge stale or wrong, the rollouts would not follow what is trained."""
+    g = {**grpo, "max_steps": 16, "save_steps": 16, "num_generations": 8, "prompts_per_step": 4, "learning_rate": 3e-3,
+         "warmup_ratio": 0.0, "lr_scheduler": "constant", "max_completion_length": 12, "finetune": "lora",
+         "lora": {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj",
+                                                                        "gate_proj", "up_proj", "down_proj"]}}
+    _, steps, _ = run(tmp_path, answering_model, g, lambda c, a, p: float("(C" in c), n_rows=8)
+    reward = steps["reward_mean"].to_list()
+    assert sum(reward[-4:]) / 4 > sum(reward[:4]) / 4 + 0.15, reward
+
+
 def test_a_damaged_last_checkpoint_falls_back_to_the_one_before(tmp_path, tiny_model, grpo):
     """A checkpoint cut short (a full disk, a kill during its save) once made every rerun fail in safetensors."""
     _, _, run_dir = run(tmp_path, tiny_model, grpo, lambda c, a, p: 1.0)
@@ -253,6 +266,45 @@ def test_policy_weights_of_a_lora_model_are_its_merged_weights(tiny_model):
         torch.testing.assert_close(tensor, reference[name].detach(), rtol=1e-5, atol=1e-6)
     changed = {n.split(".")[-2] for n in weights if not torch.equal(weights[n], original[n])}
     assert changed == {"q_proj", "down_proj"}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_adapters_merged_computes_the_adapted_model_and_puts_the_base_weights_back(tiny_model, dtype):
+    """What hardex's rollouts sample from on a CPU: inside the block the model computes the logits of the
+    base plus its adapters through the base layers alone; after it the very base tensors are back
+    (bit for bit, also in bfloat16, where subtracting the delta again would not restore them)."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from hardex.training import adapters_merged
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model, dtype=getattr(torch, dtype)),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"]))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)  # PEFT starts B at zero: make the deltas real
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ids = torch.tensor([[5, 17, 42, 9, 33, 8]])
+    calls = []
+    lora_a = model.get_base_model().model.layers[0].self_attn.q_proj.lora_A["default"]
+    hook = lora_a.register_forward_hook(lambda *a: calls.append(1))
+    with torch.no_grad():
+        adapted = model(ids).logits.float()
+        with adapters_merged(model):
+            merged = model(ids).logits.float()
+        base = model.get_base_model()
+        with model.disable_adapter():
+            plain = model(ids).logits.float()
+    hook.remove()
+    assert len(calls) == 1  # only the unmerged forward ran the adapters
+    # the merged model is the adapted one up to rounding, far closer to it than the base without adapters is
+    error, effect = (merged - adapted).abs().max(), (adapted - plain).abs().max()
+    assert error < {"float32": 1e-4, "bfloat16": 0.1}[dtype] * effect, (error, effect)
+    for name, param in model.named_parameters():
+        assert torch.equal(param.detach(), before[name]), name
+    assert base is model.get_base_model()
 
 
 def test_online_filtering_trains_only_on_mixed_groups_and_counts_what_it_drops(tmp_path, tiny_model, grpo):

