@@ -56,17 +56,29 @@ def main() -> None:
     data = [{"prompt": p, "answer": r["answer"]} for p, r in zip(prompts, rows)]
     g0 = cfg["grpo"]
 
+    import accelerate
+
     rollout_seconds = []
-    generate = trl.GRPOTrainer._generate
+    # where a step's time goes: each phase's seconds summed over a run (TRL's methods, timed where they are)
+    phases = {"sampling": (trl.GRPOTrainer, "_generate"),  # the rollouts, whichever backend fills them
+              "log-probabilities": (trl.GRPOTrainer, "_get_per_token_logps_and_entropies"),  # forward passes
+              "backward": (accelerate.Accelerator, "backward")}
+    phase_seconds = {name: 0.0 for name in phases}
 
-    def timed_generate(self, prompts):  # TRL's sampling step, whichever backend fills it
-        t0 = time.perf_counter()
-        try:
-            return generate(self, prompts)
-        finally:
-            rollout_seconds.append(time.perf_counter() - t0)
+    def timed(name, method):
+        def wrapper(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return method(*a, **kw)
+            finally:
+                dt = time.perf_counter() - t0
+                phase_seconds[name] += dt
+                if name == "sampling":
+                    rollout_seconds.append(dt)
+        return wrapper
 
-    trl.GRPOTrainer._generate = timed_generate
+    for name, (owner, attr) in phases.items():
+        setattr(owner, attr, timed(name, getattr(owner, attr)))
     runs = []
     for repeat in range(args.repeats):
         for mode in modes:
@@ -76,6 +88,8 @@ def main() -> None:
                                    precision=precision or precisions[0])
             g = grpo_settings(run_cfg, next(iter(cfg["models"])))
             rollout_seconds.clear()
+            for name in phase_seconds:
+                phase_seconds[name] = 0.0
             with tempfile.TemporaryDirectory() as tmp:
                 d = Path(tmp)
                 train_grpo(model, data, task_reward(task), g, repeat, d, d / "final",
@@ -86,7 +100,8 @@ def main() -> None:
                    "rollout_seconds_per_step": median(rollout_seconds),
                    "first_step_seconds": step_s[0],  # with vLLM, the engine's start
                    "completion_length": float(steps["completion_length"].mean()),
-                   "precision": training_precision(g, use_cpu=not torch.cuda.is_available())}
+                   "precision": training_precision(g, use_cpu=not torch.cuda.is_available()),
+                   "phase_seconds_per_step": {k: v / len(step_s) for k, v in phase_seconds.items()}}
             runs.append(run)
             print(f"repeat {repeat + 1}/{args.repeats} {mode:6s} ({run['precision']}): {run['seconds_per_step']:.3f} s/step "
                   f"(rollouts {run['rollout_seconds_per_step']:.3f} s; first step {run['first_step_seconds']:.1f} s), mean completion {run['completion_length']:.1f} tokens",
@@ -106,6 +121,14 @@ def main() -> None:
     for mode, s in summary.items():
         print(f"{mode:14s} {s['steps_per_second']:8.2f} {s['seconds_per_step']:8.3f} {s['rollout_seconds']:11.3f} "
               f"{s['rest_seconds']:8.3f}")
+    print(f"\nwhere a step goes (seconds per step, medians; the rest: scoring, optimizer, TRL's bookkeeping)")
+    print(f"{'rollouts':14s} " + " ".join(f"{name:>17s}" for name in phases) + f" {'rest':>8s}")
+    for mode in modes:
+        mine = [r for r in runs if r["mode"] == mode]
+        each = {name: median([r["phase_seconds_per_step"][name] for r in mine]) for name in phases}
+        summary[mode]["phases"] = each
+        print(f"{mode:14s} " + " ".join(f"{each[name]:17.3f}" for name in phases)
+              + f" {summary[mode]['seconds_per_step'] - sum(each.values()):8.3f}")
     for mode in modes[1:]:
         speedup = summary[modes[0]]["seconds_per_step"] / summary[mode]["seconds_per_step"]
         print(f"{mode}: {speedup:.2f}x the steps per second of {modes[0]}")
