@@ -177,7 +177,7 @@ def main(argv=None):
     bound = matmul_bound(n_params, dtype=dtype)
     bound_f32 = bound if dtype == torch.float32 else matmul_bound(n_params)
     dtype_name = str(dtype).replace("torch.", "")
-    for name, b in ((dtype_name, bound), ("float32", bound_f32))[: 1 if bound is bound_f32 else 2]:
+    for name, b in {dtype_name: bound, "float32": bound_f32}.items():  # one line when they are the same
         print(f"{name} matmul: {b['matmul_gflops']:.0f} GFLOP/s, bounding generation near "
               f"{b['bound_tokens_per_s']:.0f} tokens/s for {n_params / 1e6:.1f}M parameters", flush=True)
     gen = HFGenerator(path, device=device, model=model, tokenizer=tok, token_budget=args.token_budget,

@@ -186,7 +186,7 @@ def tiny_model_dir() -> str:
 
 
 def build_swaps_model(out: Path, hidden_size: int, epochs: int = 1) -> Path:
-    """A 2-layer Qwen3 of `hidden_size`, warm-started one epoch on easy swaps: the fixtures' tiny models
+    """A 2-layer Qwen3 of `hidden_size`, warm-started `epochs` epochs on easy swaps: the fixtures' tiny models
     (head size hidden_size / 2: vLLM's CPU attention takes 64, not 16)."""
     from hardex.models import build_model, warmstart_rows
     from hardex.tasks import get_task

@@ -475,12 +475,12 @@ def train_grpo(
     that many processes through accelerate (hardex.launch), which rebuild the reward from `reward`
     (family, scoring, scale and the control, hardex.controls: hardex.train_worker).
     """
+    import torch
+
     steps_total = run_steps(g, len(rows))
     rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written
     ckpt_dir = run_dir / "checkpoints"
     record = ckpt_dir / STEP_RECORD
-    import torch
-
     # `auto` precision differs by machine: the precision it resolves to here is what the checkpoints hold
     precision = training_precision(g, use_cpu=not torch.cuda.is_available())
     log(f"precision {precision}" + (" (auto)" if g["precision"] == "auto" else " (grpo.precision)"))
