@@ -25,6 +25,10 @@ include: "rules/report.smk"
 report: "report/workflow.rst"
 
 
+onsuccess:
+    announce_headline()
+
+
 rule all:
     default_target: True
     input:

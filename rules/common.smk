@@ -2,6 +2,7 @@
 # every value that changes a result reaches its rule through params (Snakemake tracks only those).
 import os
 import sys
+import time
 
 # a bare `report(` at the start of a line opens the global `report:` keyword: import it as another name
 from snakemake.io import report as report_entry
@@ -29,6 +30,7 @@ from hardex.selection import offline_strategy, parse_tier_strategy, run_strategy
 from hardex.report.reference import reference_path
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
+from hardex.report.headline import fresh_headline
 from hardex.selection import tier_values
 
 config = check_or_exit(
@@ -400,3 +402,13 @@ def figure_outputs(name, label):
         ),
         *every(layout.FIGURE, name=name, ext=FIGURE_FORMATS),
     ]
+
+
+STARTED = time.time()
+
+
+def announce_headline():
+    """At the end of a run that rebuilt the headline table, print it: the answer the run was for."""
+    text = fresh_headline(layout.fill(layout.TABLE, name="headline", ext="md"), STARTED)
+    if text:
+        print(text, file=sys.stderr)

@@ -17,6 +17,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "tests" / "configs" / "smoke.yaml"
+# the built tiny model's config (the former default): the base of test configs that need no model package
+BUILT_CONFIG = ROOT / "experiments" / "cpu_tiny.yaml"
 
 
 def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout: int = 900):
@@ -45,6 +47,7 @@ def finished_run(tmp_path_factory, name: str, config: Path) -> Path:
             shutil.copy(config, workdir / "config.yaml")
             res = snakemake(workdir, "--cores", "2")
             assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+            (workdir / "snakemake.stderr").write_text(res.stderr)  # what the run printed, for tests to read
             (shared / f"{name}.finished").touch()
     return workdir
 

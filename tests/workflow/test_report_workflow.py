@@ -46,6 +46,19 @@ def test_report_outputs_exist(smoke_run):
         assert f"| {strategy} |" in gain
 
 
+def test_the_report_opens_with_the_headline_and_the_run_ends_by_printing_it(smoke_run, smoke_copy):
+    assert next(iter(TABLES)) == "headline"
+    headline = (smoke_run / "results/tables/headline.md").read_text()
+    assert headline.startswith("## Headline: which strategy gained how much beyond form")
+    assert " gained most, " in headline and "| verdict |" in headline
+    printed = (smoke_run / "snakemake.stderr").read_text()
+    assert f"hardex: results/tables/headline.md\n\n{headline}" in printed
+    # a later run that rebuilds nothing prints no stale headline
+    again = snakemake(smoke_copy, "--cores", "1")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+    assert "headline.md" not in again.stderr
+
+
 def test_compute_table_counts_every_model_job(smoke_run):
     """The timing file of every model job, summed per stage in results/tables/compute.*."""
     import polars as pl

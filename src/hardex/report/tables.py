@@ -145,41 +145,52 @@ def _final_shares(res: Results, model: str, task: str, strategy: str, seed: int)
     return run.select("id", (pl.col("n_correct") / pl.col("n")).alias("f"))
 
 
+def run_difference(res: Results, gain_of: dict, model: str, task: str, a: str, b: str, level: float = 0.95,
+                   n_boot: int = 2000, seed: int = 0) -> tuple[float | None, float | None, float | None]:
+    """Run strategy a's gain minus b's, paired by seed, with its interval: over the seeds both ran, the mean
+    and its t-interval; with one shared seed, the paired bootstrap over test questions of the two runs' final
+    correct shares (both beside the same base, which cancels). (None, None, None) without a shared seed.
+    `gain_of`: (model, task, strategy, seed) -> gain, from run_summary."""
+    seeds = sorted(sd for (m, t, s, sd) in gain_of if (m, t, s) == (model, task, a) and (model, task, b, sd) in gain_of)
+    if not seeds:
+        return None, None, None
+    d = np.array([gain_of[model, task, a, sd] - gain_of[model, task, b, sd] for sd in seeds])
+    if len(seeds) > 1:
+        lo, hi = t_interval(d, level)
+    else:
+        pair = _final_shares(res, model, task, a, seeds[0]).join(
+            _final_shares(res, model, task, b, seeds[0]), on="id", suffix="_b")
+        lo, hi = (100 * v for v in bootstrap_mean_interval((pair["f"] - pair["f_b"]).to_numpy(), level, n_boot, seed))
+    return float(d.mean()), lo, hi
+
+
+def gains_by_run(summary: pl.DataFrame) -> dict:
+    """(model, task, strategy, seed) -> gain, for run_difference."""
+    return {(m, t, s, sd): g for m, t, s, sd, g in summary.select(*RUN_KEYS, "gain").iter_rows()}
+
+
 def gain_beyond_controls(gains: pl.DataFrame, summary: pl.DataFrame, res: Results, level: float = 0.95,
                          n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
     """Table 1's columns beyond_<control> (with _ci_low, _ci_high), one set per control that ran
     (`selection.controls`, hardex.controls): a strategy's gain minus the gain of its control run
-    <strategy>_<control> (same subset, a reward for the answer's form), paired by seed. Over the seeds
-    both ran: the mean of gain(strategy) - gain(control) with its t-interval; with one shared seed, the
-    paired bootstrap over test questions of the two runs' final correct shares (both beside the same
-    base, which cancels). Null for control rows, online runs, strategies whose control did not run or
-    shares no seed with them. Without any control run the table is returned unchanged."""
+    <strategy>_<control> (same subset, a reward for the answer's form), paired by seed (run_difference).
+    Null for control rows, online runs, strategies whose control did not run or shares no seed with
+    them. Without any control run the table is returned unchanged."""
     from hardex.selection import CONTROLS, control_run, run_strategy_parts
 
     ran = {run_strategy_parts(s)[2] for s in summary["strategy"].unique()}
     present = [c for c in CONTROLS if c in ran]
     if not present or gains.height == 0:
         return gains
-    gain_of = {(m, t, s, sd): g for m, t, s, sd, g in summary.select(*RUN_KEYS, "gain").iter_rows()}
+    gain_of = gains_by_run(summary)
     columns: dict[str, list] = {}
     for control in present:
         mean, low, high = [], [], []
         for model, task, strategy in gains.select(CELL_KEYS).iter_rows():
             _, online, own = run_strategy_parts(strategy)
-            ctl = control_run(strategy, control)
-            seeds = sorted(sd for (m, t, s, sd) in gain_of if (m, t, s) == (model, task, strategy)
-                           and (model, task, ctl, sd) in gain_of) if not online and own is None else []
-            d = np.array([gain_of[model, task, strategy, sd] - gain_of[model, task, ctl, sd] for sd in seeds])
-            if len(seeds) > 1:
-                lo, hi = t_interval(d, level)
-            elif len(seeds) == 1:
-                pair = _final_shares(res, model, task, strategy, seeds[0]).join(
-                    _final_shares(res, model, task, ctl, seeds[0]), on="id", suffix="_control")
-                lo, hi = (100 * v for v in bootstrap_mean_interval((pair["f"] - pair["f_control"]).to_numpy(),
-                                                                   level, n_boot, seed))
-            else:
-                lo = hi = None
-            mean.append(float(d.mean()) if len(seeds) else None)
+            d, lo, hi = (run_difference(res, gain_of, model, task, strategy, control_run(strategy, control),
+                                        level, n_boot, seed) if not online and own is None else (None,) * 3)
+            mean.append(d)
             low.append(lo)
             high.append(hi)
         columns |= {f"beyond_{control}": mean, f"beyond_{control}_ci_low": low, f"beyond_{control}_ci_high": high}
@@ -619,6 +630,7 @@ def power_note(power: float, alpha: float, max_seeds: int) -> str:
 
 
 TABLES = {
+    "headline": "Headline: which strategy gained how much beyond form",
     "accuracy_gain": "Accuracy gain over the base model (Table 1)",
     "learnable": "Learnable % of training steps (Table 2)",
     "ood_pass_at_k": "Out-of-distribution pass@k (Table 4)",
@@ -646,6 +658,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     `margin`: report.equivalence_margin, in points, of the catch-up table's equivalence test;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
     `power` is the config's report.power (power, alpha, max_seeds) for the power table."""
+    from hardex.report.headline import headline_table
     from hardex.report.sharpening import PASS_AT_K_NOTE, pass_at_k_table
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
@@ -688,6 +701,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         ref_note = (f" Published columns: the reference run with the same model, task and strategy "
                     f"(names mapped by report.reference_names); {matched} of {gains_out.height} rows matched.")
     return {
+        "headline": headline_table(gains, summary, res, level, n_boot, seed),
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
                                      f"paired bootstrap over test examples ({n_boot} resamples) with one; both treat "

@@ -1,0 +1,53 @@
+"""The report's headline: which strategy gained how much beyond form, read from intervals, never from
+point estimates alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from hardex.report import tables
+from hardex.report.headline import headline_table
+from tests.unit.test_controls import results
+
+
+def headline(final, n_boot=500):
+    res = results(final)
+    summary = tables.run_summary(res)
+    gains = tables.gain_beyond_controls(tables.gain_table(res, summary=summary, n_boot=n_boot), summary, res,
+                                        n_boot=n_boot)
+    df, note = headline_table(gains, summary, res, n_boot=n_boot)
+    return {r["strategy"]: r for r in df.rows(named=True)}, note
+
+
+def test_three_seeds_a_gain_beyond_form_and_a_lead_that_is_shown():
+    # base 5 of 10 each seed; full ends 9, 10, 10 (gains 40, 50, 50), its format control 6, 6, 7, random 7, 7, 8
+    final = {("full", s): r for s, r in enumerate([9, 10, 10])}
+    final |= {("full_format", s): r for s, r in enumerate([6, 6, 7])}
+    final |= {("random", s): r for s, r in enumerate([7, 7, 8])}
+    rows, note = headline(final)
+    assert set(rows) == {"full", "random"}  # the control is read through its strategy, not a row of its own
+    full, random = rows["full"], rows["random"]
+    assert full["gain"] == pytest.approx(46.67, abs=0.01) and full["interval"] == "t over 3 seeds"
+    assert full["control"] == "full_format" and full["beyond_form"] == pytest.approx(33.33, abs=0.01)
+    assert full["beyond_form_ci_low"] > 0 and full["verdict"] == "gains beyond form"
+    assert full["behind_best"] is None  # it is the best
+    assert random["behind_best"] == pytest.approx(23.33, abs=0.01) and random["behind_best_ci_low"] > 0
+    assert random["verdict"] == "gains; form not separated (no control run)"
+    assert note.startswith("m on t: full gained most, +46.7 [")
+    assert "beyond its control full_format (shown)" in note and "it beats every other strategy" in note
+
+
+def test_one_seed_reads_intervals_over_questions_and_says_not_shown():
+    # one seed: full 7 of 10 against base 5 and its control 6: a bootstrap over 10 questions cannot tell
+    rows, note = headline({("full", 0): 7, ("full_format", 0): 6, ("hard", 0): 6, ("random", 0): 3})
+    full = rows["full"]
+    assert full["interval"] == "bootstrap over 10 examples"
+    assert full["verdict"] == "gain not shown" and full["gain_ci_low"] <= 0
+    assert rows["random"]["verdict"] == "gain not shown"  # -20 on 10 questions, interval reaches zero
+    assert "(not shown above zero)" in note and "(not shown)" in note
+    assert "which strategy wins is not shown" in note
+
+
+def test_a_loss_is_called_a_loss():
+    rows, _ = headline({("hard", s): 1 for s in range(3)} | {("random", s): r for s, r in enumerate([5, 6, 5])})
+    assert rows["hard"]["verdict"] == "loses"
