@@ -133,6 +133,7 @@ def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
     cfg = yaml.safe_load(SMOKE.read_text())
     cfg["selection"]["strategies"] = ["hard"]  # every kind of job, each once: Slurm's overhead is per job
     cfg["selection"]["online_strategies"] = []
+    cfg["selection"]["controls"] = {}  # a control run is one more train and evaluate job of the same rules
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     env = _job_environment()
     cmd = _through_slurm(workdir)
