@@ -39,8 +39,8 @@ DOCUMENTED = {
                   "evaluate_base": 2, "evaluate_run": 24, "all": 1},
     "cpu_online": {"dataset_split": 3, "build_model": 1, "check_overlap": 1, "probe": 1, "select": 18, "train": 21,
                    "evaluate_base": 1, "evaluate_run": 21, "all": 1},
-    "real_model_cpu": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 15,
-                       "train": 21, "evaluate_base": 1, "evaluate_run": 21, "all": 1},
+    "real_model_cpu": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 25,
+                       "train": 35, "evaluate_base": 1, "evaluate_run": 35, "all": 1},
     "cpu_tiny": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 16, "train": 20,
                  "evaluate_base": 2, "evaluate_run": 20, "all": 1},
     # config.yaml, the embedded default
