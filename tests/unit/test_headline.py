@@ -51,3 +51,10 @@ def test_one_seed_reads_intervals_over_questions_and_says_not_shown():
 def test_a_loss_is_called_a_loss():
     rows, _ = headline({("hard", s): 1 for s in range(3)} | {("random", s): r for s, r in enumerate([5, 6, 5])})
     assert rows["hard"]["verdict"] == "loses"
+
+
+def test_a_strategy_with_a_control_is_read_beyond_it_even_when_another_gained_most():
+    rows, note = headline({("random", 0): 9, ("full", 0): 7, ("full_format", 0): 6})
+    assert note.startswith("m on t: random gained most, +40.0 [") and "no control run to separate form" in note
+    assert " full gained +20.0 [" in note and "+10.0 [" in note and "beyond its control full_format (not shown)." in note
+    assert rows["full"]["behind_best"] == pytest.approx(20.0)

@@ -91,18 +91,23 @@ def headline_table(gains: pl.DataFrame, summary: pl.DataFrame, res, level: float
     return df, note
 
 
+def _beyond(row: dict) -> str:
+    """A row's gain beyond its control in words ("" without a control)."""
+    if not row["control"]:
+        return ""
+    shown = _sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"]) > 0
+    return (f", {_pm(row['beyond_form'], row['beyond_form_ci_low'], row['beyond_form_ci_high'])} beyond its "
+            f"control {row['control']} ({'shown' if shown else 'not shown'})")
+
+
 def _sentence(model: str, task: str, best: str, rows: list[dict]) -> str:
-    """One model x task in words: the strategy that gained most, its gain beyond form, its lead."""
+    """One model x task in words: the strategy that gained most, its gain beyond form, its lead; then every
+    other strategy that ran with a control, beyond it."""
     top = next(r for r in rows if r["strategy"] == best)
     text = f"{model} on {task}: {best} gained most, {_pm(top['gain'], top['gain_ci_low'], top['gain_ci_high'])} points"
     if _sign(top["gain_ci_low"], top["gain_ci_high"]) <= 0:
         text += " (not shown above zero)"
-    if top["control"]:
-        shown = _sign(top["beyond_form_ci_low"], top["beyond_form_ci_high"]) > 0
-        text += (f", {_pm(top['beyond_form'], top['beyond_form_ci_low'], top['beyond_form_ci_high'])} beyond its "
-                 f"control {top['control']} ({'shown' if shown else 'not shown'})")
-    else:
-        text += ", with no control run to separate form"
+    text += _beyond(top) or ", with no control run to separate form"
     others = [r for r in rows if r["strategy"] != best and r["behind_best"] is not None]
     if others:
         ahead = [r for r in others if _sign(r["behind_best_ci_low"], r["behind_best_ci_high"]) > 0]
@@ -113,7 +118,11 @@ def _sentence(model: str, task: str, best: str, rows: list[dict]) -> str:
         else:
             text += (f"; its lead ({leads}) is shown over {', '.join(r['strategy'] for r in ahead) or 'none'}: "
                      "which strategy wins is not shown")
-    return text + "."
+    text += "."
+    for r in rows:
+        if r["strategy"] != best and r["control"]:
+            text += f" {r['strategy']} gained {_pm(r['gain'], r['gain_ci_low'], r['gain_ci_high'])}{_beyond(r)}."
+    return text
 
 
 def fresh_headline(path, since: float) -> str | None:
