@@ -111,7 +111,8 @@ def paired_differences(res: Results, model: str, task: str, strategy: str, seed:
     run = run.filter(pl.col("step") == run["step"].max())
     base = base_outcomes(res, model, task, bench, seed).group_by("id").agg((pl.col("n_correct") / pl.col("n")).mean()
                                                                            .alias("b"))
-    j = run.select("id", (pl.col("n_correct") / pl.col("n")).alias("f")).join(base, on="id", how="inner")
+    # sorted by id: a bootstrap resamples positions, so the order must not depend on the join's (it may not)
+    j = run.select("id", (pl.col("n_correct") / pl.col("n")).alias("f")).join(base, on="id", how="inner").sort("id")
     return (j["f"] - j["b"]).to_numpy()
 
 
@@ -159,7 +160,7 @@ def run_difference(res: Results, gain_of: dict, model: str, task: str, a: str, b
         lo, hi = t_interval(d, level)
     else:
         pair = _final_shares(res, model, task, a, seeds[0]).join(
-            _final_shares(res, model, task, b, seeds[0]), on="id", suffix="_b")
+            _final_shares(res, model, task, b, seeds[0]), on="id", suffix="_b").sort("id")  # as paired_differences
         lo, hi = (100 * v for v in bootstrap_mean_interval((pair["f"] - pair["f_b"]).to_numpy(), level, n_boot, seed))
     return float(d.mean()), lo, hi
 
@@ -537,7 +538,7 @@ def question_differences(res: Results, model: str, task: str, strategy: str, see
         parts.append(run.select(pl.col("id").cast(pl.Utf8), (pl.col("n_correct") / pl.col("n")).alias("f"))
                      .join(base.with_columns(pl.col("id").cast(pl.Utf8)), on="id", how="inner")
                      .select("id", (pl.col("f") - pl.col("b")).alias("d"), pl.lit(str(i)).alias("_seed")))
-    wide = pl.concat(parts).pivot(on="_seed", index="id", values="d", aggregate_function="first")
+    wide = pl.concat(parts).pivot(on="_seed", index="id", values="d", aggregate_function="first").sort("id")
     return wide.select([pl.col(str(i)) if str(i) in wide.columns else pl.lit(None, dtype=pl.Float64).alias(str(i))
                         for i in range(len(seeds))]).to_numpy().T.astype(float)
 
