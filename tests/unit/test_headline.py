@@ -11,12 +11,18 @@ from hardex.report.headline import headline_table
 from tests.unit.test_controls import results
 
 
+def difference(res, summary, n_boot):
+    """The report's paired difference between two strategies (as tables.build_tables passes it)."""
+    gain_of = tables.gains_by_run(summary)
+    return lambda m, t, a, b: tables.run_difference(res, gain_of, m, t, a, b, n_boot=n_boot)
+
+
 def headline(final, n_boot=500):
     res = results(final)
     summary = tables.run_summary(res)
     gains = tables.gain_beyond_controls(tables.gain_table(res, summary=summary, n_boot=n_boot), summary, res,
                                         n_boot=n_boot)
-    df, note = headline_table(gains, summary, res, n_boot=n_boot)
+    df, note = headline_table(gains, difference(res, summary, n_boot))
     return {r["strategy"]: r for r in df.rows(named=True)}, note
 
 
@@ -74,5 +80,5 @@ def test_one_seed_intervals_do_not_depend_on_the_order_of_the_result_rows():
     for r in (res, shuffled):
         summary = tables.run_summary(r)
         gains = tables.gain_beyond_controls(tables.gain_table(r, summary=summary, n_boot=200), summary, r, n_boot=200)
-        tables_of.append((gains, headline_table(gains, summary, r, n_boot=200)[0]))
+        tables_of.append((gains, headline_table(gains, difference(r, summary, 200))[0]))
     assert tables_of[0][0].equals(tables_of[1][0]) and tables_of[0][1].equals(tables_of[1][1])

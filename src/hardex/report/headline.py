@@ -9,10 +9,15 @@ anything else is "not shown", never a ranking by point estimates.
 
 from __future__ import annotations
 
+from typing import Callable
+
 import polars as pl
 
-from hardex.report.tables import CELL_KEYS, gains_by_run, run_difference
 from hardex.selection import control_run, run_strategy_parts
+
+# (model, task, a, b) -> run strategy a's gain minus b's, paired by seed, with its interval (or Nones):
+# tables.run_difference over the report's results
+Difference = Callable[[str, str, str, str], tuple]
 
 # the control that reads "form": rewarded for any readable answer; else one rewarded against another
 # example's answer (form and sampling alone)
@@ -49,11 +54,9 @@ def verdict(row: dict) -> str:
             -1: "gains less than its control"}[beyond]
 
 
-def headline_table(gains: pl.DataFrame, summary: pl.DataFrame, res, level: float = 0.95, n_boot: int = 2000,
-                   seed: int = 0) -> tuple[pl.DataFrame, str]:
+def headline_table(gains: pl.DataFrame, difference: Difference, level: float = 0.95) -> tuple[pl.DataFrame, str]:
     """The headline table and its note, from Table 1 (`gains`, with its beyond_<control> columns) and the
-    per-run summary."""
-    gain_of = gains_by_run(summary)
+    paired difference between two strategies' runs (`difference`)."""
     pct = f"{round(100 * level)} %"
     rows, sentences = [], []
     for (model, task), cell in gains.group_by(["model", "task"], maintain_order=True):
@@ -65,9 +68,8 @@ def headline_table(gains: pl.DataFrame, summary: pl.DataFrame, res, level: float
         own = []
         for r in cell.iter_rows(named=True):
             control = next((c for c in FORM_CONTROLS if r.get(f"beyond_{c}") is not None), None)
-            behind = (None,) * 3 if r["strategy"] == best else run_difference(
-                res, gain_of, model, task, best, r["strategy"], level, n_boot, seed)
-            row = {**{k: r[k] for k in (*CELL_KEYS, "n_seeds", "interval", "gain", "gain_ci_low", "gain_ci_high")},
+            behind = (None,) * 3 if r["strategy"] == best else difference(model, task, best, r["strategy"])
+            row = {**{k: r[k] for k in ("model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_low", "gain_ci_high")},
                    "control": control_run(r["strategy"], control) if control else None,
                    "beyond_form": r.get(f"beyond_{control}") if control else None,
                    "beyond_form_ci_low": r.get(f"beyond_{control}_ci_low") if control else None,

@@ -692,6 +692,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                          "never. Both predict the base model's groups; training moves the policy away from it, "
                          "so the measured learnable % drifts from them as it learns.")
     gains = gain_beyond_controls(gains, summary, res, level, n_boot, seed)
+    gain_of = gains_by_run(summary)  # for the headline's differences between strategies
     gains_out = with_reference(gains, ref, {"base_accuracy": "published_base_accuracy",
                                             "final_accuracy": "published_final_accuracy",
                                             "gain": "published_gain"}, names)
@@ -702,7 +703,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         ref_note = (f" Published columns: the reference run with the same model, task and strategy "
                     f"(names mapped by report.reference_names); {matched} of {gains_out.height} rows matched.")
     return {
-        "headline": headline_table(gains, summary, res, level, n_boot, seed),
+        "headline": headline_table(gains, lambda m, t, a, b: run_difference(res, gain_of, m, t, a, b, level, n_boot,
+                                                                            seed), level),
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
                                      f"paired bootstrap over test examples ({n_boot} resamples) with one; both treat "
