@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 OUT = ROOT / "perf" / "out"
 
-# the embedded default's tiny model (config.yaml: models.tiny.build), built on the default sft splits
+# the built tiny model (experiments/cpu_tiny.yaml: models.tiny.build, the default until 2026-11-26), on its sft splits
 DEFAULT_ARCH = {"hidden_size": 256, "intermediate_size": 512, "num_layers": 2, "num_heads": 4,
                 "vocab_size": 512, "max_position_embeddings": 1024}
 DEFAULT_WARMSTART = {"epochs": 2, "batch_size": 16, "learning_rate": 3.0e-3, "seed": 0}
@@ -26,7 +26,7 @@ POOL_SPECS = {"arith": {"name": "pool", "n": 300, "seed": 1, "difficulty": [1, 6
 
 def built_model(path: str | Path | None = None, epochs: float | None = None, log=print) -> str:
     """A from_pretrained folder of the built tiny Qwen3: `path` if given (e.g. results/models/tiny,
-    what the workflow built), else build it once (the default config's arch and warm start, so the
+    what the workflow built), else build it once (cpu_tiny's arch and warm start, so the
     same model as the workflow's) into perf/out/tiny-e{epochs}."""
     if path and str(path) != "build":
         return str(path)
@@ -46,7 +46,7 @@ def built_model(path: str | Path | None = None, epochs: float | None = None, log
 
 
 def pool(family: str, n: int | None = None):
-    """Rows and rendered (plain) prompts of the default config's pool split of a synthetic family."""
+    """Rows and rendered (plain) prompts of cpu_tiny's pool split of a synthetic family."""
     from hardex.models import render_prompt
     from hardex.tasks import get_task
 

@@ -1,10 +1,10 @@
-"""GRPO steps per second of the embedded default's train job, with TRL's own rollouts (`model.generate`),
+"""GRPO steps per second of the built tiny model's train job (experiments/cpu_tiny.yaml), with TRL's own rollouts (`model.generate`),
 with hardex's generator through TRL's rollout function and, with --vllm, with a vLLM engine given the
 policy's weights before every step (`grpo.rollouts`: trl, hardex, vllm), side by side in one run, and
 where a step's time goes: sampling the rollouts against everything else (scoring, the forward and
 backward passes, the optimizer, TRL's bookkeeping).
 
-    python perf/grpo_step.py                       # builds the default's tiny model once
+    python perf/grpo_step.py                       # builds the tiny model once
     python perf/grpo_step.py --model results/models/tiny --steps 20 --repeats 3
     python perf/grpo_step.py --vllm                # where vllm is installed (README: vLLM)
     python perf/grpo_step.py --config experiments/real_model_cpu.yaml --model results/models/smol \
@@ -28,8 +28,9 @@ from _common import OUT, ROOT, built_model, config_pool, dump, machine, median
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="a model folder (default: build the default's once)")
-    ap.add_argument("--config", default=str(ROOT / "config.yaml"), help="its grpo section and first pool")
+    ap.add_argument("--model", default=None, help="a model folder (default: build cpu_tiny's once)")
+    ap.add_argument("--config", default=str(ROOT / "experiments" / "cpu_tiny.yaml"),
+                    help="its grpo section and first pool (the default: the built tiny model's config)")
     ap.add_argument("--steps", type=int, default=20, help="GRPO steps per measured run")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)

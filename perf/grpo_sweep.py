@@ -1,5 +1,5 @@
-"""Does GRPO move the embedded default's model within the default's budget? A sweep of GRPO settings on
-the default's full pools, each run scored as the report scores it: the gain in points on the held-out
+"""Does GRPO move the built tiny model (experiments/cpu_tiny.yaml, the default until 2026-11-26) within its budget? A sweep of GRPO settings on
+its full pools, each run scored as the report scores it: the gain in points on the held-out
 test split over the base model, with a paired bootstrap 95 % interval over test examples.
 
     python perf/grpo_sweep.py --model results/models/tiny           # the model the workflow built
@@ -27,8 +27,9 @@ from _common import OUT, ROOT, built_model, dump, machine
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="a built model folder (default: build the default's once)")
-    ap.add_argument("--config", default="config.yaml", help="the config whose datasets and grpo section to use")
+    ap.add_argument("--model", default=None, help="a built model folder (default: build cpu_tiny's once)")
+    ap.add_argument("--config", default="experiments/cpu_tiny.yaml",
+                    help="the config whose datasets and grpo section to use (the built tiny model's)")
     ap.add_argument("--tasks", nargs="+", default=["arith", "swaps"])
     ap.add_argument("--steps", nargs="+", type=int, default=[30])
     ap.add_argument("--lr", nargs="+", type=float, default=[3e-5, 1e-4, 2e-4])
