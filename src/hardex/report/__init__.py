@@ -14,7 +14,8 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
 - the configured scorer (`tasks.<task>.scoring`) decides every accuracy except the `rescored` table's,
   which judges the same stored completions by each scorer of the task, the configured one marked.
 
-Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `tables` (the
+Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `headline` (the
+first table: which strategy gained how much beyond form), `tables` (the
 tables and the regression), `rescoring` and `sharpening` (the rescored and pass_at_k tables), `catch_up`
 (paper 2's comparison with the full-pool run), `reference` (the published numbers), `render` (Markdown,
 CSV, LaTeX, HTML), `plots` and `timings` (compute).
