@@ -13,6 +13,18 @@ from tests.support import SMOKE, build_swaps_model, finished_run
 
 
 @pytest.fixture
+def one_torch_thread():
+    """torch at one thread for one test, then as it was: the thread count is process-wide, and a test that left it
+    changed would change the arithmetic of every later test in its pytest worker."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
 def smoke_config() -> dict:
     return yaml.safe_load(SMOKE.read_text())
 

@@ -38,7 +38,7 @@ def test_auto_takes_bfloat16_where_the_cpu_has_it_and_a_pinned_dtype_stays(monke
     assert not grpo_args({**g, "precision": "fp32"}, 0, tmp_path, use_cpu=True, steps=2).bf16
 
 
-def test_bfloat16_probing_judges_as_float32_does(answering_model):
+def test_bfloat16_probing_judges_as_float32_does(answering_model, one_torch_thread):
     """The same prompts, samples and scorer in float32 and bfloat16: the pass rates agree within their noise
     (a paired difference over examples), on a model whose pass rates spread between 0 and 1."""
     import torch
@@ -46,7 +46,6 @@ def test_bfloat16_probing_judges_as_float32_does(answering_model):
     from hardex.models import render_prompt
     from hardex.tasks import get_task
 
-    torch.set_num_threads(1)
     task = get_task("swaps")
     pool = task.load_split({"name": "pool", "n": 32, "seed": 3, "difficulty": [0, 2]})
     rows = list(pool.iter_rows(named=True))
@@ -65,7 +64,7 @@ def test_bfloat16_probing_judges_as_float32_does(answering_model):
     assert abs(diff.mean()) <= max(3 * se, 0.02), (f32.mean(), bf16.mean(), se)
 
 
-def test_the_bfloat16_step_computes_the_loss_and_gradients_of_the_float32_step(tiny_model, monkeypatch):
+def test_the_bfloat16_step_computes_the_loss_and_gradients_of_the_float32_step(tiny_model, monkeypatch, one_torch_thread):
     """One GRPO batch through the policy as the trainer builds it (base in policy_dtype, LoRA adapters, the
     trainer's autocast), in fp32 and in bf16: the token-level GRPO loss and its gradients agree (loss within
     2 %, gradient direction cosine > 0.99, norm within 5 %)."""
@@ -77,7 +76,6 @@ def test_the_bfloat16_step_computes_the_loss_and_gradients_of_the_float32_step(t
     from hardex.training import policy_dtype
 
     monkeypatch.setenv("HARDEX_CPU_BFLOAT16", "1")
-    torch.set_num_threads(1)
     tok = AutoTokenizer.from_pretrained(tiny_model)
     texts = [f"Alice:red Bob:blue Claire:green. Swaps: Alice-Bob. Bob has? \\boxed{{({c})}}" for c in "ABCABCAB"]
     ids = tok(texts, return_tensors="pt", padding=True).input_ids

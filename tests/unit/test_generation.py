@@ -32,8 +32,10 @@ def gen():
 
     from hardex.generation.hf import HFGenerator
 
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    return HFGenerator(tiny_model_dir(), device="cpu", dtype="float32", progress=False)
+    yield HFGenerator(tiny_model_dir(), device="cpu", dtype="float32", progress=False)
+    torch.set_num_threads(before)  # the thread count is process-wide: later modules get theirs back
 
 
 SAMPLE = Sampling(1.0, 1.0, 24)
