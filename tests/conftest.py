@@ -10,18 +10,14 @@ import pytest
 import yaml
 
 from tests.support import SMOKE, build_swaps_model, finished_run
+from tests.support import one_torch_thread as support_one_torch_thread
 
 
 @pytest.fixture
 def one_torch_thread():
-    """torch at one thread for one test, then as it was: the thread count is process-wide, and a test that left it
-    changed would change the arithmetic of every later test in its pytest worker."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+    """torch at one thread for one test, then as it was (support.one_torch_thread)."""
+    with support_one_torch_thread():
+        yield
 
 
 @pytest.fixture

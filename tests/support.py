@@ -3,6 +3,8 @@ this Snakefile, result files in the workflow's layout, and a tiny built model.""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import copy
 import functools
 import os
@@ -200,3 +202,17 @@ def build_swaps_model(out: Path, hidden_size: int, epochs: int = 1) -> Path:
             "vocab_size": 320, "max_position_embeddings": 256}
     build_model(out, rows, arch, {"seed": 0, "batch_size": 16, "epochs": epochs, "learning_rate": 5e-3}, log=lambda *a: None)
     return out
+
+
+@contextmanager
+def one_torch_thread():
+    """torch at one thread inside the block, then as it was: the thread count is process-wide, and a test that left
+    it changed would change the arithmetic of every later test in its pytest worker."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

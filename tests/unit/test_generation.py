@@ -14,7 +14,7 @@ import pytest
 
 from hardex.generation import Sampling
 
-from tests.support import tiny_model_dir
+from tests.support import one_torch_thread, tiny_model_dir
 
 @functools.lru_cache(maxsize=None)
 def prompts(n: int = 12) -> tuple[str, ...]:
@@ -28,14 +28,10 @@ def prompts(n: int = 12) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def gen():
-    import torch
-
     from hardex.generation.hf import HFGenerator
 
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield HFGenerator(tiny_model_dir(), device="cpu", dtype="float32", progress=False)
-    torch.set_num_threads(before)  # the thread count is process-wide: later modules get theirs back
+    with one_torch_thread():  # for this module's tests, then back for later modules
+        yield HFGenerator(tiny_model_dir(), device="cpu", dtype="float32", progress=False)
 
 
 SAMPLE = Sampling(1.0, 1.0, 24)
