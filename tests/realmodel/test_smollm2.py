@@ -148,7 +148,7 @@ def test_the_same_seed_gives_the_same_probe_table_twice(smollm2_dir, tmp_path):
     assert tables[0][0].equals(tables[1][0]) and tables[0][1].equals(tables[1][1])
 
 
-@pytest.mark.parametrize("name", ["config", "real_model_cpu", "real_model_study"])
+@pytest.mark.parametrize("name", ["config", "real_model_cpu", "real_model_study", "real_model_tiers"])
 def test_the_real_model_configs_plan_their_documented_grid(tmp_path, smollm2_dir, name):
     """The default and the experiments on this model, which the main suite cannot plan without its package."""
     import yaml

