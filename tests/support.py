@@ -3,8 +3,6 @@ this Snakefile, result files in the workflow's layout, and a tiny built model.""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import copy
 import functools
 import os
@@ -12,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl

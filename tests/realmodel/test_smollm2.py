@@ -19,6 +19,7 @@ from hardex.generation.sampling import Sampling
 from hardex.models import encode_prompt, render_prompt
 from hardex.tasks import get_task
 from tests.realmodel.conftest import CONFIG
+from tests.workflow.test_experiments import DOCUMENTED, NEEDS_MODEL_PACKAGE, check_counts, dry_run, grid_counts, preset_path
 
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -148,14 +149,11 @@ def test_the_same_seed_gives_the_same_probe_table_twice(smollm2_dir, tmp_path):
     assert tables[0][0].equals(tables[1][0]) and tables[0][1].equals(tables[1][1])
 
 
-@pytest.mark.parametrize("name", ["config", "real_model_cpu", "real_model_study", "real_model_tiers"])
+@pytest.mark.parametrize("name", sorted(NEEDS_MODEL_PACKAGE))
 def test_the_real_model_configs_plan_their_documented_grid(tmp_path, smollm2_dir, name):
     """The default and the experiments on this model, which the main suite cannot plan without its package."""
     import yaml
 
-    from tests.workflow.test_experiments import DOCUMENTED, NEEDS_MODEL_PACKAGE, check_counts, dry_run, grid_counts, preset_path
-
-    assert name in NEEDS_MODEL_PACKAGE
     path = preset_path(name)
     stats, _ = dry_run(tmp_path, path)
     check_counts(stats, grid_counts(yaml.safe_load(path.read_text())))
