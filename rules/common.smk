@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from hardex import layout
 from hardex.config import (
     check_or_exit,
+    control_notices,
     decodings,
     grpo_settings,
     probe_settings,
@@ -41,9 +42,9 @@ config = check_or_exit(
 # every GPU job's memory, estimated from its model's architecture and settings: a plan that cannot fit
 # compute.gpu_memory_gb stops here, before any job runs (the estimates print with `snakemake -n`)
 check_plan_or_exit(config, show=workflow.is_main_process)
-# a probe that samples otherwise than GRPO is allowed, and said (again in each train job's log)
+# a probe that samples otherwise than GRPO, or a shuffled control on a choice task, is allowed, and said
 if workflow.is_main_process:
-    for line in sampling_notices(config):
+    for line in sampling_notices(config) + control_notices(config):
         print(f"hardex: notice: {line}", file=sys.stderr)
 
 # the optional packages its GPU settings need (bitsandbytes, deepspeed, vllm): a run stops here without them

@@ -35,13 +35,15 @@ with job_log(snakemake) as log:
     train_grpo(
         p["path"],
         rows,
-        run_reward(control, task, g["reward_scale"], task_reward),
+        run_reward(control, task, g["reward_scale"], task_reward, int(snakemake.wildcards.seed)),
         g,
         int(snakemake.wildcards.seed),
         Path(snakemake.params.run_dir),
         Path(snakemake.output.final),
         Path(snakemake.output.steps),
-        identity=work_identity(p, task) | ({"control": control} if control else {}),
+        # a control's reward as its log states it: a changed control reward starts its runs afresh
+        identity=work_identity(p, task) | ({"control": control, "reward": reward_line(control, g["reward_scale"])}
+                                           if control else {}),
         log=log,
         run_name="{model}/{task}/{strategy}/seed{seed}".format(**dict(snakemake.wildcards)),
         # what the processes of a run trained in several (grpo.processes) rebuild the reward from

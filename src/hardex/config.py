@@ -544,6 +544,24 @@ def sampling_notices(cfg: dict) -> list[str]:
     return lines
 
 
+def control_notices(cfg: dict) -> list[str]:
+    """One line per shuffled control on a choice task (a notice at planning time, never an error): it pays
+    another question's option letter and never the true one, an incorrect-label reward that trains toward
+    wrong options rather than measuring form."""
+    from hardex.tasks import get_task
+
+    if not cfg["selection"]["controls"].get("shuffled"):
+        return []
+    lines = []
+    for task, tcfg in cfg["tasks"].items():
+        family = cfg["datasets"][tcfg["pool"].split("/", 1)[0]]["family"]
+        if get_task(family).answer_kind == "choice":
+            lines.append(f"{task}: selection.controls.shuffled on a choice task pays another question's option, "
+                         f"never the right one: it trains toward wrong options (an incorrect-label reward, not a "
+                         f"form control); selection.controls.random_reward or format measure form")
+    return lines
+
+
 def boundary_strategies(cfg: dict) -> list[str]:
     """The selected strategies whose subset ends at a pass-rate boundary (adaptive probing settles those)."""
     from hardex.selection import BOUNDARY_STRATEGIES

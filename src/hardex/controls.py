@@ -1,30 +1,44 @@
-"""Control runs: how much of a GRPO gain is the skill, and how much the answer's form?
+r"""Control runs: how much of a GRPO gain is the skill, and how much any reward signal or the answer's form?
 
 A control run (``selection.controls``; run strategy ``<strategy>_<control>``, hardex.selection) trains on
 the same subset as the strategy it controls, with the same settings, and is evaluated with the true
-scorer like every run; only its training reward differs:
+scorer like every run; only its training reward differs. A control is worth its name only if its groups
+mix (rewards that differ within a group) about as often as the true reward's: with DAPO's loss, no std
+scaling and beta 0, a group whose rewards agree carries no gradient, and a control that never mixes never
+trains. The report prints each control's learnable % beside the gain beyond it.
 
+- ``random``: each completion is paid `scale` with probability p, p the true reward's mean over the
+  completions scored with it (a step's, on one process), independently of what it says (arXiv 2506.10947's
+  random reward, with its rate matched to the true one's). It mixes at least as often as the true reward
+  and carries no information: what it buys is what updating on any reward at that rate buys (sharpening,
+  drift in form).
+- ``format``: a reward for where and how the answer is written, whatever its value: a third each for an
+  answer the task's scorer reads at all, that answer in a non-empty ``\boxed{}`` (the form the prompt asks
+  for), and the completion ending with it (nothing but closing punctuation after it on its last line).
+  Graded, so a group mixes wherever its completions differ in form (one-shot RLVR's gain was partly format
+  correction, arXiv 2504.20571). It pays no more for the right answer than for a wrong one.
 - ``shuffled``: each example is scored by the task's own scorer against ANOTHER example's reference answer,
-  a derangement of the subset's answers seeded by the run seed. The reward still pays for a readable
-  answer in the subset's usual range of values, never for this question's answer (a spurious reward:
-  arXiv 2506.10947 raised Qwen2.5-Math-7B on MATH-500 by ~21 points with such rewards, 29 with the true one).
-- ``format``: `scale` for any completion in which the task's scorer reads an answer at all, whatever its
-  value (one-shot RLVR's gain was partly format correction, arXiv 2504.20571).
+  a derangement of the subset's answers seeded by the run seed. It never pays the true answer: it is an
+  incorrect-label reward, which on a choice task trains toward wrong options (a notice at planning says so);
+  on numeric tasks it pays for answers in the subset's usual range of values.
 
 The shuffled references are written into the run's rows (`control_rows`), so the run's checkpoints are
 keyed by them (a resumed run keeps its mapping, a changed mapping starts afresh) and the processes of a
 run trained in several (hardex.train_worker) get them with the rows; the derangement is a function of
-the answers and the seed alone, so every job that rebuilds it gets the same one. The true reward stays
-`hardex.training.task_reward`; this module imports no stage.
+the answers and the seed alone, so every job that rebuilds it gets the same one. The random reward's draws
+are keyed by the run seed and the completions scored, so a resumed run or another process draws alike.
+The true reward stays `hardex.training.task_reward`; this module imports no stage.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from hardex.tasks import last_boxed, strip_echo
 from hardex.tasks.released import released_last_box
 
 Reward = Callable[[str, str, str], float]
@@ -91,16 +105,81 @@ def reads_an_answer(task, completion: str, reference: str, prompt: str | None = 
     last box for boxed scoring, whatever `scoring: flexible` extracts otherwise (Task.answer, the scorer's
     own extraction, echoed prompt stripped); for `scoring: strict` the released scorer's last box (AIME's
     released fallback to a completion's first integer is not counted)."""
+    return bool(_read_answer(task, completion, reference, prompt))
+
+
+def _read_answer(task, completion: str, reference: str, prompt: str | None) -> str:
     if task.scoring.endswith("strict"):  # a rehearsal's "rehearsal+strict" too
         found = released_last_box(completion)
     else:
         found = task.answer(completion, reference, prompt)
-    return bool(found and found.strip())
+    return (found or "").strip()
+
+
+# what may follow an answer at the end of a completion: closing punctuation, markup and space
+_CLOSING = re.compile(r"[\s.!)\]}$*`'\"]*")
+
+
+def format_score(task, completion: str, reference: str, prompt: str | None = None) -> float:
+    r"""The answer's form, from 0 to 1 in thirds, blind to its value: a third for an answer the scorer reads
+    (`reads_an_answer`), a third for a non-empty last ``oxed{}`` (the form the prompt asks for), a third for
+    a completion that ends with its answer: after the last place the answer is written (its box, else its
+    text) nothing follows on the completion's last non-empty line but closing punctuation."""
+    text = strip_echo(completion, prompt).rstrip()
+    answer = _read_answer(task, completion, reference, prompt)
+    if not answer:
+        return 0.0
+    boxed = bool((last_boxed(text) or "").strip())
+    last_line = text.splitlines()[-1] if text else ""
+    after = _after_last(last_line, answer, boxed)
+    ends = after is not None and _CLOSING.fullmatch(after) is not None
+    return (1 + boxed + ends) / 3
+
+
+def _after_last(line: str, answer: str, boxed: bool) -> str | None:
+    """What follows the answer's last occurrence on `line` (after the box's closing brace where it is
+    boxed), or None where the line does not hold it."""
+    if boxed:
+        i = line.rfind("boxed{")
+        if i < 0:
+            return None
+        depth, j = 0, i + len("boxed")
+        for j in range(j, len(line)):
+            depth += {"{": 1, "}": -1}.get(line[j], 0)
+            if depth == 0:
+                return line[j + 1:]
+        return None
+    i = line.rfind(answer)
+    return None if i < 0 else line[i + len(answer):]
 
 
 def format_reward(task, scale: float = 1.0) -> Reward:
-    """The format control's reward: `scale` for a completion the scorer reads an answer from, else 0."""
-    return lambda completion, answer, prompt: scale * float(reads_an_answer(task, completion, answer, prompt))
+    """The format control's reward: `scale` times the answer's form (`format_score`)."""
+    return lambda completion, answer, prompt: scale * format_score(task, completion, answer, prompt)
+
+
+class RandomReward:
+    """The random-reward control's reward: `scale` with probability p, p the true reward's mean over the
+    completions scored together (`batch`; TRL scores a step's completions on each process at once),
+    independently of each completion's content. Draws are seeded by the run seed and the batch's text,
+    so the same batch gets the same rewards in a resumed run. Called on one completion alone (no batch to
+    take a rate from), it pays the true reward: a group's refill check of online filtering, which
+    controls never use."""
+
+    def __init__(self, true_reward: Reward, scale: float, seed: int):
+        self.true_reward, self.scale, self.seed = true_reward, scale, int(seed)
+
+    def __call__(self, completion: str, answer: str, prompt: str) -> float:
+        return self.true_reward(completion, answer, prompt)
+
+    def batch(self, completions: Sequence[str], answers: Sequence[str], prompts: Sequence[str]) -> list[float]:
+        if not completions:
+            return []
+        true = [self.true_reward(c, a, p) for c, a, p in zip(completions, answers, prompts)]
+        rate = min(1.0, max(0.0, sum(true) / (len(true) * self.scale))) if self.scale else 0.0
+        digest = hashlib.sha256("\x00".join(f"{p}\x01{c}" for p, c in zip(prompts, completions)).encode()).digest()
+        rng = _rng(self.seed, "random reward " + digest.hex())
+        return [self.scale * float(u < rate) for u in rng.random(len(completions))]
 
 
 def control_rows(control: str | None, rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], str]:
@@ -111,12 +190,16 @@ def control_rows(control: str | None, rows: list[dict[str, Any]], seed: int) -> 
     return rows, ""
 
 
-def run_reward(control: str | None, task, scale: float, task_reward: Callable[[Any, float], Reward]) -> Reward:
-    """The reward a run trains with: the format control's, or the true reward `task_reward(task, scale)`
-    (hardex.training's, passed in: this module imports no stage), which for the shuffled control reads
-    the shuffled references `control_rows` wrote."""
+def run_reward(control: str | None, task, scale: float, task_reward: Callable[[Any, float], Reward],
+               seed: int = 0) -> Reward:
+    """The reward a run trains with: the format control's, the random-reward control's (its draws seeded by
+    the run `seed`), or the true reward `task_reward(task, scale)` (hardex.training's, passed in: this
+    module imports no stage), which for the shuffled control reads the shuffled references `control_rows`
+    wrote."""
     if control == "format":
         return format_reward(task, scale)
+    if control == "random_reward":
+        return RandomReward(task_reward(task, scale), scale, seed)
     if control not in (None, "shuffled"):
         raise ValueError(f"unknown control {control!r}")
     return task_reward(task, scale)
@@ -128,6 +211,8 @@ def reward_line(control: str | None, scale: float) -> str:
         None: f"reward: the task's scorer against each example's own reference ({scale:g} if right, else 0)",
         "shuffled": f"reward: shuffled control, the task's scorer against another example's reference "
                     f"({scale:g} if it matches, else 0)",
-        "format": f"reward: format control, {scale:g} for any completion the scorer reads an answer from, "
-                  f"right or wrong, else 0",
+        "format": f"reward: format control, up to {scale:g} for the answer's form, right or wrong: a third each "
+                  f"for an answer the scorer reads, a boxed answer, a completion that ends with its answer",
+        "random_reward": f"reward: random-reward control, {scale:g} at random with the true reward's rate in "
+                         f"each step, whatever the completion says, else 0",
     }[control]

@@ -36,8 +36,10 @@ STRATEGIES = BUDGET_STRATEGIES + FILTER_STRATEGIES + BASE_SPLIT_STRATEGIES
 ONLINE_SUFFIX = "_online"
 #: control runs (`selection.controls`): <strategy>_<control> trains on <strategy>'s subset with a control
 #: reward instead of the true one (hardex.controls): `shuffled` scores against another example's reference
-#: answer, `format` rewards any answer the scorer can read. Their gain is what form alone buys.
-CONTROLS = ("shuffled", "format")
+#: answer, `format` pays for where and how an answer is written, `random_reward` pays at random at the true
+#: reward's rate. Their gain is what form, or any reward at all, buys. (Not `random`: `tier_low_random` is
+#: a strategy.)
+CONTROLS = ("shuffled", "format", "random_reward")
 
 
 #: tier_<name> and tier_<name>_random; tier names are letters and digits, so the suffix is unambiguous

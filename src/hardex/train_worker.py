@@ -21,7 +21,7 @@ def main(spec_file: str) -> None:
     reward = spec["reward"]
     # a control's reward (hardex.controls); shuffled references came with the rows
     reward_fn = run_reward(reward.get("control"), get_task(reward["family"], reward["scoring"]), reward["scale"],
-                           task_reward)
+                           task_reward, spec["seed"])
     fit(spec["model_path"], spec["rows"], reward_fn, spec["g"], spec["seed"], Path(spec["ckpt_dir"]),
         spec["resume"], spec["steps_total"], spec["trainer_args"])
 

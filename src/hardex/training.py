@@ -468,7 +468,8 @@ def train_grpo(
     """Train, resuming from the newest matching checkpoint; write the final weights and steps.
 
     `rows` have `prompt` (the rendered model input) and `answer`; `reward_fn(completion, answer,
-    prompt)` is the task's binary correctness times the reward scale. `identity` says what else
+    prompt)` is the task's binary correctness times the reward scale, or a control's reward
+    (hardex.controls; one with a `batch` method scores each step's completions together). `identity` says what else
     decides the run's content (the model's fingerprint, the scorer): checkpoints are resumed only
     when it, the settings, the seed and the data are all the same. `run_name` names the run in the
     tracker `g["report_to"]` asks for (hardex.tracking). With `g["processes"]` > 1 the trainer runs in
@@ -568,6 +569,8 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
 
     def reward(prompts, completions, answer, rollout_prompt=None, **_):
         prompts = rollout_prompt or prompts  # online filtering may have replaced a prompt of TRL's batch
+        if batch := getattr(reward_fn, "batch", None):  # scores a step's completions together (a control's)
+            return batch(completions, answer, prompts)
         return [reward_fn(c, a, p) for p, c, a in zip(prompts, completions, answer)]
 
     reward.__name__ = "correct"

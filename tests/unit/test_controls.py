@@ -1,5 +1,5 @@
-"""Control runs (hardex.controls): the shuffled answers, the format reward, their config and run names,
-Table 1's gain beyond them, and a shuffled run through TRL's GRPOTrainer."""
+"""Control runs (hardex.controls): the shuffled answers, the format and random rewards, their config and run
+names, Table 1's gain beyond them, and shuffled and random-reward runs through TRL's GRPOTrainer."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from hardex.config import ConfigError, check_config, run_strategies
-from hardex.controls import derangement, format_reward, reads_an_answer, run_reward, shuffled_rows
+from hardex.config import ConfigError, check_config, control_notices, run_strategies
+from hardex.controls import (RandomReward, derangement, format_reward, format_score, reads_an_answer, run_reward,
+                             shuffled_rows)
 from hardex.report import loading, tables
 from hardex.selection import offline_strategy, run_strategy_parts, strategy_sort_key
 from hardex.tasks import get_task
@@ -95,8 +96,9 @@ def test_the_format_reward_follows_flexible_scoring():
     for family in ("addition", "arith"):
         task = get_task(family, "flexible")
         reward = format_reward(task)
-        assert reward("so 8 + 6 = 14, the answer is 14.", "12", None) == 1.0  # read by its last number
-        assert reward("so \\boxed{}, i.e. 5", "12", None) == 1.0
+        # read by its last number, which ends the completion; not boxed: two thirds
+        assert reward("so 8 + 6 = 14, the answer is 14.", "12", None) == pytest.approx(2 / 3)
+        assert reward("so \\boxed{}, i.e. 5", "12", None) == pytest.approx(2 / 3)
         assert reward("no number here", "12", None) == 0.0
         assert reads_an_answer(task, "\\boxed{x}", "12") and not reads_an_answer(task, "", "12")
 
@@ -105,6 +107,57 @@ def test_the_format_reward_of_strict_scoring_reads_the_released_box():
     task = get_task("gsm8k", "strict")
     assert reads_an_answer(task, "\\boxed{18.0}", "18")  # no answer to the released int(), but an answer's form
     assert not reads_an_answer(task, "18", "18")
+
+
+def test_the_format_score_grades_where_and_how_the_answer_is_written_and_never_its_value():
+    task = get_task("addition", "flexible")
+    forms = {
+        "\\boxed{85}": 1.0,  # read, boxed, ends the completion
+        "47 + 38 = 85, so the answer is \\boxed{85}.": 1.0,
+        "The answer is \\boxed{85}.\nI hope this helps!": 2 / 3,  # boxed, but the completion goes on
+        "47 + 38 = 85. So the final answer is 85.": 2 / 3,  # ends with it, not boxed
+        "The answer is 85 and I added the tens first": 1 / 3,  # read by its last number only
+        "I am not sure how to add these": 0.0,
+    }
+    for completion, score in forms.items():
+        for reference in ("85", "12"):  # the right answer pays no more than a wrong one
+            assert format_score(task, completion, reference) == pytest.approx(score), completion
+    # a group of the base model's usual answers mixes: the reward has a gradient to give
+    assert len({format_score(task, c, "85") for c in forms}) == 4
+
+
+def test_the_random_reward_pays_at_the_true_rate_whatever_the_completions_say():
+    task = get_task("addition", "lenient")
+    reward = run_reward("random_reward", task, 2.0, task_reward, seed=3)
+    assert isinstance(reward, RandomReward)
+    rng = np.random.default_rng(0)
+    right = rng.random(4000) < 0.3
+    completions = [f"try {i}: \\boxed{{{12 if r else 13}}}" for i, r in enumerate(right)]
+    paid = np.array(reward.batch(completions, ["12"] * len(right), ["q"] * len(right)))
+    assert set(paid) <= {0.0, 2.0}
+    assert paid.mean() / 2 == pytest.approx(right.mean(), abs=0.03)  # the true reward's rate...
+    assert (paid[right] > 0).mean() == pytest.approx((paid[~right] > 0).mean(), abs=0.05)  # ...blind to rightness
+    again = reward.batch(completions, ["12"] * len(right), ["q"] * len(right))
+    assert again == paid.tolist()  # the same batch draws alike (a resumed run, another process)
+    other = run_reward("random_reward", task, 2.0, task_reward, seed=4).batch(completions, ["12"] * 4000, ["q"] * 4000)
+    assert other != paid.tolist()
+    assert reward.batch(["\\boxed{13}"] * 8, ["12"] * 8, ["q"] * 8) == [0.0] * 8  # rate 0: nothing paid
+    assert reward.batch(["\\boxed{12}"] * 8, ["12"] * 8, ["q"] * 8) == [2.0] * 8  # rate 1: all paid
+    # groups of 8 at the rate 0.3 mix about 1 - 0.3^8 - 0.7^8 = 94 % of the time
+    groups = (paid.reshape(-1, 8) > 0).mean(axis=1)
+    assert ((groups > 0) & (groups < 1)).mean() == pytest.approx(1 - 0.3**8 - 0.7**8, abs=0.04)
+
+
+def test_a_shuffled_control_on_a_choice_task_is_said_at_planning(smoke_config):
+    cfg = check_config(copy.deepcopy(smoke_config))
+    choice = [t for t, tc in cfg["tasks"].items()
+              if get_task(cfg["datasets"][tc["pool"].split("/")[0]]["family"]).answer_kind == "choice"]
+    cfg["selection"]["controls"] = {"format": ["full"]}
+    assert control_notices(cfg) == []
+    cfg["selection"]["controls"] = {"shuffled": ["full"]}
+    lines = control_notices(cfg)
+    assert choice and [line.split(":")[0] for line in lines] == choice
+    assert "never the right one" in lines[0] and "random_reward" in lines[0]
 
 
 def test_run_reward_picks_the_control_and_keeps_the_true_reward_otherwise():
@@ -125,6 +178,9 @@ def test_run_strategy_names_parse_into_subset_online_and_control():
     assert run_strategy_parts("hard_online") == ("hard", True, None)
     assert run_strategy_parts("tier_low_random_format") == ("tier_low_random", False, "format")
     assert run_strategy_parts("tier_format") == ("tier_format", False, None)  # a tier named format
+    assert run_strategy_parts("full_random_reward") == ("full", False, "random_reward")
+    assert run_strategy_parts("tier_low_random") == ("tier_low_random", False, None)  # a tier's random draw
+    assert run_strategy_parts("tier_low_random_reward") == ("tier_low", False, "random_reward")
     assert offline_strategy("full_shuffled") == ("full", False)  # the subset a control trains on
     order = sorted(["full_format", "hard_shuffled", "full", "hard_online", "hard", "full_shuffled", "hard_format"],
                    key=strategy_sort_key)
@@ -144,7 +200,7 @@ def test_controls_become_runs_of_their_strategies_subsets(smoke_config):
 
 
 @pytest.mark.parametrize("controls,message", [
-    ({"spurious": ["hard"]}, "selection.controls.spurious: unknown control; known: shuffled, format"),
+    ({"spurious": ["hard"]}, "selection.controls.spurious: unknown control; known: shuffled, format, random_reward"),
     ({"shuffled": ["hard", "full"]}, "selection.controls.shuffled.1: 'full' is not one of selection.strategies"),
     ({"format": ["hard_online"]}, "selection.controls.format.0: 'hard_online': controls of online-filtering runs"),
 ])
@@ -258,3 +314,39 @@ def test_a_shuffled_control_trains_with_trl_on_the_shuffled_references(tmp_path,
     train(messages.append)
     assert not any("starting afresh" in str(m) for m in messages), messages
     assert any("is the run's last step: publishing it" in str(m) for m in messages), messages
+
+
+def test_a_random_reward_control_trains_with_trl_on_whole_steps_of_random_rewards(tmp_path, tiny_model, smoke_config):
+    """Two GRPO steps: TRL hands the random reward each step's completions at once (so its rate is the step's
+    true rate), the steps record the mean of what it paid, and its groups mix where the true reward's
+    agree."""
+    from hardex.training import train_grpo
+    from hardex.workflow import renderer
+
+    g = check_config(copy.deepcopy(smoke_config))["grpo"]
+    g.update(max_steps=2, save_steps=2, num_generations=8, prompts_per_step=4, max_completion_length=16)
+    task = get_task("arith", "flexible")
+    pool = task.load_split({"name": "pool", "n": 8, "seed": 1, "difficulty": [1, 1]})
+    render = renderer(str(tiny_model), False)
+    rows = [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in pool.to_dicts()]
+    batches = []
+
+    class Recorded(RandomReward):
+        def batch(self, completions, answers, prompts):
+            paid = super().batch(completions, answers, prompts)
+            true = [self.true_reward(c, a, p) for c, a, p in zip(completions, answers, prompts)]
+            batches.append((true, paid))
+            return paid
+
+    # a true reward that pays one completion in four, by its text: a rate the random reward must match
+    def quarter(completion, answer, prompt):
+        return float(len(completion) % 4 == 0)
+
+    run_dir = tmp_path / "run"
+    train_grpo(str(tiny_model), rows, Recorded(quarter, 1.0, 0), g, 0, run_dir, run_dir / "final",
+               run_dir / "steps.parquet", identity={"control": "random_reward"}, log=lambda *a: None)
+    steps = pl.read_parquet(run_dir / "steps.parquet")
+    per_step = g["prompts_per_step"] * g["num_generations"]
+    assert [len(paid) for _, paid in batches] == [per_step, per_step]  # a whole step at once
+    assert steps["reward_mean"].to_list() == pytest.approx([float(np.mean(paid)) for _, paid in batches])
+    assert any(t != p for true, paid in batches for t, p in zip(true, paid))  # not the true reward
