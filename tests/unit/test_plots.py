@@ -151,5 +151,8 @@ def test_a_control_run_keeps_its_strategys_colour_and_takes_its_own_line():
     from hardex.report.plots import strategy_color, strategy_linestyle
 
     assert strategy_color("hard_shuffled") == strategy_color("hard") == strategy_color("hard_online")
-    styles = {strategy_linestyle(s) for s in ("hard", "hard_shuffled", "hard_format")}
-    assert len(styles) == 3 and strategy_linestyle("hard_online") == "-"
+    styles = {strategy_linestyle(s) for s in ("hard", "hard_shuffled", "hard_format", "hard_random_reward")}
+    assert len(styles) == 4 and strategy_linestyle("hard_online") == "-"
+    from hardex.selection import CONTROLS
+
+    assert {strategy_linestyle(f"full_{c}") for c in CONTROLS} <= styles  # every control has its line

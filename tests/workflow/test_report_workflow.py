@@ -149,8 +149,8 @@ def test_rollout_budget_charges_the_probe_to_the_strategies_that_read_it(smoke_r
     probe = pl.read_parquet(smoke_run / "results/probe/tiny/swaps.parquet")
     table = pl.read_csv(smoke_run / "results/tables/rollout_budget.csv")
     row = {s: r for s, r in zip(table["strategy"], table.iter_rows(named=True))}
-    assert set(row) == {"hard", "easy", "random", "hard_online", "hard_shuffled", "hard_format"}
-    for strategy in ("hard", "easy", "hard_online", "hard_shuffled", "hard_format"):
+    assert set(row) == {"hard", "easy", "random", "hard_online", "hard_random_reward", "hard_format"}
+    for strategy in ("hard", "easy", "hard_online", "hard_random_reward", "hard_format"):
         assert row[strategy]["probe_rollouts"] == probe["k"].sum() and row[strategy]["probe_tokens"] == probe["tokens"].sum()
     assert row["random"]["probe_rollouts"] == 0 and row["random"]["probe_tokens"] == 0
     g = cfg["grpo"]

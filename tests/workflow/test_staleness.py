@@ -15,7 +15,7 @@ from tests.support import snakemake
 
 STRATEGIES = ("hard", "easy", "random")  # the smoke config's subsets
 # and its runs: online_strategies [hard] and controls of hard train hard's subset three more times
-RUNS = (*STRATEGIES, "hard_online", "hard_shuffled", "hard_format")
+RUNS = (*STRATEGIES, "hard_online", "hard_random_reward", "hard_format")
 
 
 def planned(workdir, *extra) -> set[str]:

@@ -49,12 +49,12 @@ def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
 
 
 # a control run shares its strategy's colour and is told apart by its line (dotted lines are published runs)
-CONTROL_LINESTYLES = {None: "-", "shuffled": "-.", "format": (0, (5, 2))}
+CONTROL_LINESTYLES = {None: "-", "shuffled": "-.", "format": (0, (5, 2)), "random_reward": ":"}
 
 
 def strategy_linestyle(strategy: str) -> Any:
     """A run's line: solid for a strategy (and its online run), dash-dot for its shuffled-reward control,
-    dashed for its format control."""
+    dashed for its format control, dotted for its random-reward control."""
     return CONTROL_LINESTYLES[run_strategy_parts(strategy)[2]]
 
 
