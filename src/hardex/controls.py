@@ -12,9 +12,11 @@ trains. The report prints each control's learnable % beside the gain beyond it.
   random reward, with its rate matched to the true one's). It mixes at least as often as the true reward
   and carries no information: what it buys is what updating on any reward at that rate buys (sharpening,
   drift in form).
-- ``format``: a reward for where and how the answer is written, whatever its value: a third each for an
-  answer the task's scorer reads at all, that answer in a non-empty ``\boxed{}`` (the form the prompt asks
-  for), and the completion ending with it (nothing but closing punctuation after it on its last line).
+- ``format``: a reward for where and how the answer is written, whatever its value: a half for an answer
+  the task's scorer reads at all, a quarter for that answer in a non-empty ``\boxed{}`` (the form the
+  prompt asks for), a quarter for the completion ending with it (nothing but closing punctuation after it
+  on its last line). Quarters, not thirds: a group of equal scores must have a standard deviation of
+  exactly 0 (TRL counts a group of 2/3's, whose float32 std is 6e-8, as mixed).
   Graded, so a group mixes wherever its completions differ in form (one-shot RLVR's gain was partly format
   correction, arXiv 2504.20571). It pays no more for the right answer than for a wrong one.
 - ``shuffled``: each example is scored by the task's own scorer against ANOTHER example's reference answer,
@@ -121,9 +123,9 @@ _CLOSING = re.compile(r"[\s.!)\]}$*`'\"]*")
 
 
 def format_score(task, completion: str, reference: str, prompt: str | None = None) -> float:
-    r"""The answer's form, from 0 to 1 in thirds, blind to its value: a third for an answer the scorer reads
-    (`reads_an_answer`), a third for a non-empty last ``oxed{}`` (the form the prompt asks for), a third for
-    a completion that ends with its answer: after the last place the answer is written (its box, else its
+    r"""The answer's form, from 0 to 1 in quarters, blind to its value: a half for an answer the scorer reads
+    (`reads_an_answer`), a quarter for a non-empty last ``\boxed{}`` (the form the prompt asks for), a quarter
+    for a completion that ends with its answer: after the last place the answer is written (its box, else its
     text) nothing follows on the completion's last non-empty line but closing punctuation."""
     text = strip_echo(completion, prompt).rstrip()
     answer = _read_answer(task, completion, reference, prompt)
@@ -133,7 +135,7 @@ def format_score(task, completion: str, reference: str, prompt: str | None = Non
     last_line = text.splitlines()[-1] if text else ""
     after = _after_last(last_line, answer, boxed)
     ends = after is not None and _CLOSING.fullmatch(after) is not None
-    return (1 + boxed + ends) / 3
+    return 0.5 + 0.25 * boxed + 0.25 * ends
 
 
 def _after_last(line: str, answer: str, boxed: bool) -> str | None:
@@ -211,8 +213,8 @@ def reward_line(control: str | None, scale: float) -> str:
         None: f"reward: the task's scorer against each example's own reference ({scale:g} if right, else 0)",
         "shuffled": f"reward: shuffled control, the task's scorer against another example's reference "
                     f"({scale:g} if it matches, else 0)",
-        "format": f"reward: format control, up to {scale:g} for the answer's form, right or wrong: a third each "
-                  f"for an answer the scorer reads, a boxed answer, a completion that ends with its answer",
+        "format": f"reward: format control, up to {scale:g} for the answer's form, right or wrong: a half for an "
+                  f"answer the scorer reads, a quarter each for a boxed answer and a completion that ends with it",
         "random_reward": f"reward: random-reward control, {scale:g} at random with the true reward's rate in "
                          f"each step, whatever the completion says, else 0",
     }[control]

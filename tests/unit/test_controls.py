@@ -96,9 +96,9 @@ def test_the_format_reward_follows_flexible_scoring():
     for family in ("addition", "arith"):
         task = get_task(family, "flexible")
         reward = format_reward(task)
-        # read by its last number, which ends the completion; not boxed: two thirds
-        assert reward("so 8 + 6 = 14, the answer is 14.", "12", None) == pytest.approx(2 / 3)
-        assert reward("so \\boxed{}, i.e. 5", "12", None) == pytest.approx(2 / 3)
+        # read by its last number, which ends the completion; not boxed: three quarters
+        assert reward("so 8 + 6 = 14, the answer is 14.", "12", None) == 0.75
+        assert reward("so \\boxed{}, i.e. 5", "12", None) == 0.75
         assert reward("no number here", "12", None) == 0.0
         assert reads_an_answer(task, "\\boxed{x}", "12") and not reads_an_answer(task, "", "12")
 
@@ -114,9 +114,9 @@ def test_the_format_score_grades_where_and_how_the_answer_is_written_and_never_i
     forms = {
         "\\boxed{85}": 1.0,  # read, boxed, ends the completion
         "47 + 38 = 85, so the answer is \\boxed{85}.": 1.0,
-        "The answer is \\boxed{85}.\nI hope this helps!": 2 / 3,  # boxed, but the completion goes on
-        "47 + 38 = 85. So the final answer is 85.": 2 / 3,  # ends with it, not boxed
-        "The answer is 85 and I added the tens first": 1 / 3,  # read by its last number only
+        "The answer is \\boxed{85}.\nI hope this helps!": 0.75,  # boxed, but the completion goes on
+        "47 + 38 = 85. So the final answer is 85.": 0.75,  # ends with it, not boxed
+        "The answer is 85 and I added the tens first": 0.5,  # read by its last number only
         "I am not sure how to add these": 0.0,
     }
     for completion, score in forms.items():
@@ -124,6 +124,12 @@ def test_the_format_score_grades_where_and_how_the_answer_is_written_and_never_i
             assert format_score(task, completion, reference) == pytest.approx(score), completion
     # a group of the base model's usual answers mixes: the reward has a gradient to give
     assert len({format_score(task, c, "85") for c in forms}) == 4
+    # and a group whose forms agree has a standard deviation of exactly 0 in float32, as TRL computes it
+    # (in thirds, eight 2/3's gave 6e-8, which TRL's isclose counts as a mixed group)
+    import torch
+
+    for score in set(forms.values()):
+        assert torch.tensor([score] * 8, dtype=torch.float32).std().item() == 0.0
 
 
 def test_the_random_reward_pays_at_the_true_rate_whatever_the_completions_say():
