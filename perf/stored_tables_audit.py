@@ -14,7 +14,8 @@ Four checks, each printed as a table; a check whose tables are missing from the 
   verdict differs (Holm p < 0.05), equivalent within +-margin (two one-sided tests, Holm p < 0.05: the
   90 % interval inside the margin), else undecided.
 - seeds (power.md): seeds needed with the SD pooled over those pairs (noncentral t, the smallest n >= 2
-  whose power is >= 0.8 and not NaN), for each pair's difference and for true differences of 5 and 10.
+  whose power is >= 0.8 and not NaN), for each pair's difference and for true differences of 5 and 10,
+  and the chance that a truly level pair is found equivalent; power.md's own seeds_needed redone beside it.
 Stored numbers are rounded to two decimals, so the last digit of a p-value can differ from the raw data's.
 """
 
@@ -200,8 +201,8 @@ def pairs(folder: Path, margin: float) -> None:
         head = [r for r in rows if best in (r["strategy"], r["versus"])]
         for r, ph in zip(head, holm([r["p"] for r in head])):
             r["p_head"] = ph
-    print(f"### pairs (power.md): {len(rows)} pairs of strategies, Holm over all of them"
-          + (f"; headline family: the {len([r for r in rows if 'p_head' in r])} pairs of {best}" if best else "")
+    print(f"### pairs (power.md): {len(rows)} pair(s) of strategies, Holm over all of them"
+          + (f"; headline family: the {len([r for r in rows if 'p_head' in r])} pair(s) of {best}" if best else "")
           + f"; equivalence margin +-{margin:g}\n")
     out = [[r["strategy"], r["versus"], r["n"], f"{r['d']:+.2f}", f"{r['sd']:.2f} (<= {r['sd_up']:.1f})",
             f"[{r['ci95'][0]:+.1f}, {r['ci95'][1]:+.1f}]", f"[{r['ci90'][0]:+.1f}, {r['ci90'][1]:+.1f}]",
@@ -244,13 +245,30 @@ def tost_power(sd: float, n: int, margin: float) -> float:
     return integrate.quad(inside, 0, x_max, limit=200)[0]
 
 
+def stored_seeds(folder: Path) -> None:
+    """power.md's seeds_needed redone from each row's own difference / difference_sd with the search
+    above (the stored table read a NaN power as enough). Printed where the two differ by more than the
+    stored numbers' rounding can explain (any difference up to 10 seeds, else more than 5 %)."""
+    out = []
+    for r in read_table(folder / "power.md"):
+        d, sd = num(r["difference"]), num(r["difference_sd"])
+        if int(r["n_seeds"]) > 1 and sd > 0:
+            n, stored = seeds_needed(d / sd), num(r["seeds_needed"].replace(">", ""))
+            if (n or math.inf) != stored and (stored <= 10 or abs((n or MAX_SEEDS) / stored - 1) > 0.05):
+                out.append([r["kind"], r["strategy"], r["versus"], r["effect_size"], r["seeds_needed"],
+                            n or f">{MAX_SEEDS}"])
+    print(f"### power.md's seeds_needed at each row's own SD, redone: {len(out)} rows differ\n")
+    if out:
+        print_table(["kind", "strategy", "versus", "effect_size", "stored", "redone"], out)
+
+
 def seeds(folder: Path, margin: float) -> None:
     rows = pair_rows(folder)
     if not rows:
         return
     dof = sum(r["n"] - 1 for r in rows)
     pooled = math.sqrt(sum((r["n"] - 1) * r["sd"] ** 2 for r in rows) / dof)
-    print(f"### seeds needed (power.md): SD pooled over the {len(rows)} pairs: {pooled:.2f} points "
+    print(f"### seeds needed (power.md): SD pooled over the {len(rows)} pair(s): {pooled:.2f} points "
           f"({dof} degrees of freedom, not independent: the pairs share runs); paired t, two-sided "
           f"{ALPHA:g}, power {POWER:g}\n")
     show = lambda n: str(n) if n else f">{MAX_SEEDS}"  # noqa: E731
@@ -278,6 +296,7 @@ def main() -> None:
     sharpening(args.folder)
     if (args.folder / "power.md").exists():
         pairs(args.folder, args.margin)
+        stored_seeds(args.folder)
         seeds(args.folder, args.margin)
 
 
