@@ -11,6 +11,10 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
   seeds, and a paired bootstrap over test examples when it has one; Table 1 also gives one over seeds
   and test questions together (`gain_sq`, `statistics.seeds_and_questions_interval`), and the power
   table the seeds each difference needs (docs/power.md);
+- a verdict between strategies is corrected for every pair of its model x task (Holm, the `pairwise`
+  table); a gain against the base model or a control is its own question, uncorrected; with one seed
+  the intervals resample test questions only, so a verdict says "one seed" and claims nothing across
+  training runs;
 - the configured scorer (`tasks.<task>.scoring`) decides every accuracy except the `rescored` table's,
   which judges the same stored completions by each scorer of the task, the configured one marked.
 

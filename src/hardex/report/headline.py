@@ -1,31 +1,35 @@
 """The report's first table, the answer a user came for: which strategy gained how much beyond form.
 
 One row per model x task x strategy (control runs are read through their strategy): its gain over the
-base model with Table 1's interval, its gain beyond its form control, how far it is behind the strategy
-that gained most (paired by seed, with an interval), and a verdict in words. The note opens with one
-sentence per model x task. "Shown" means a 95 % interval (the report's level) that excludes zero;
-anything else is "not shown", never a ranking by point estimates.
+base model with Table 1's interval, its gain beyond the control that trained and against which it gains
+least (each control's learnable % beside), how far it is behind the strategy that gained most (paired by
+seed, with an interval and the pairwise table's verdict, Holm-corrected over every pair of strategies), and
+a verdict in words. The note opens with one sentence per model x task. "Shown" means a 95 % interval (the
+report's level) that excludes zero over several seeds, for a lead after Holm's correction; anything else
+is "not shown", never a ranking by point estimates. With one seed the intervals resample test questions
+with the trained checkpoints fixed, so a one-seed verdict says so and claims nothing across training runs.
 """
 
 from __future__ import annotations
 
-from typing import Callable
-
 import polars as pl
 
-from hardex.selection import control_run, run_strategy_parts
+from hardex.selection import CONTROLS, control_run, run_strategy_parts
 
-# (model, task, a, b) -> run strategy a's gain minus b's, paired by seed, with its interval (or Nones):
-# tables.run_difference over the report's results
-Difference = Callable[[str, str, str, str], tuple]
+# the verdict words the headline and the pairwise table share (tables.pair_verdict)
+DIFFERS = "differs"  # a pair whose Holm-adjusted p is below alpha
+ONE_SEED = "one seed"  # how a verdict from a bootstrap over test questions starts: no claim across training runs
 
-# the control that reads "form": rewarded for any readable answer; else one rewarded against another
-# example's answer (form and sampling alone)
-FORM_CONTROLS = ("format", "shuffled")
+# on ties of the gain beyond, the control to read: the random reward (no information at the true reward's
+# rate), then format, then shuffled: the reverse of CONTROLS' order
+PREFERENCE = tuple(reversed(CONTROLS))
+# a control trained when its groups mixed at least this share as often as its strategy's did
+TRAINED_SHARE = 0.5
 
-COLUMNS = ["model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_low", "gain_ci_high", "control",
-           "beyond_form", "beyond_form_ci_low", "beyond_form_ci_high", "behind_best", "behind_best_ci_low",
-           "behind_best_ci_high", "verdict"]
+COLUMNS = ["model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_low", "gain_ci_high", "learnable_pct",
+           "control", "control_learnable_pct", "beyond_form", "beyond_form_ci_low", "beyond_form_ci_high",
+           "behind_best", "behind_best_ci_low", "behind_best_ci_high", "behind_best_verdict", "verdict"]
+TEXT = ("model", "task", "strategy", "interval", "control", "behind_best_verdict", "verdict")
 
 
 def _sign(low: float | None, high: float | None) -> int:
@@ -40,24 +44,69 @@ def _pm(value: float, low: float | None, high: float | None) -> str:
     return f"{value:+.1f}{interval}"
 
 
+def trained(strategy_pct: float | None, control_pct: float | None) -> bool:
+    """Whether a control's groups mixed at least TRAINED_SHARE as often as its strategy's (unknown, where a
+    run recorded no steps, counts as trained: nothing says otherwise)."""
+    if strategy_pct is None or control_pct is None or strategy_pct != strategy_pct or control_pct != control_pct:
+        return True
+    return control_pct >= TRAINED_SHARE * strategy_pct
+
+
+def pick_control(row: dict) -> str | None:
+    """The control a Table 1 row is read against: of those that ran, the ones that trained (all, if none
+    did), the one against which the gain beyond is smallest (the most conservative), PREFERENCE on ties."""
+    ran = [c for c in CONTROLS if row.get(f"beyond_{c}") is not None]
+    fair = [c for c in ran if trained(row.get("learnable_pct"), row.get(f"learnable_{c}"))] or ran
+    return min(fair, key=lambda c: (row[f"beyond_{c}"], PREFERENCE.index(c)), default=None)
+
+
 def verdict(row: dict) -> str:
-    """A row's finding in words, from its intervals."""
+    """A row's finding in words, from its intervals; one seed says so."""
     gain = _sign(row["gain_ci_low"], row["gain_ci_high"])
+    if row["n_seeds"] == 1:
+        words = {1: f"{ONE_SEED}: gain over these questions, not across training runs", 0: f"{ONE_SEED}: gain not shown",
+                 -1: f"{ONE_SEED}: loss over these questions, not across training runs"}[gain]
+        return words + (f"; {_untrained(row)}" if gain > 0 and _untrained(row) else "")
     if gain < 0:
         return "loses"
     if gain == 0:
         return "gain not shown"
     if row["control"] is None:
         return "gains; form not separated (no control run)"
+    if _untrained(row):
+        return f"gains; {_untrained(row)}: beyond form not shown"
     beyond = _sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"])
     return {1: "gains beyond form", 0: "gains; beyond form not shown",
             -1: "gains less than its control"}[beyond]
 
 
-def headline_table(gains: pl.DataFrame, difference: Difference, level: float = 0.95) -> tuple[pl.DataFrame, str]:
-    """The headline table and its note, from Table 1 (`gains`, with its beyond_<control> columns) and the
-    paired difference between two strategies' runs (`difference`)."""
+def _untrained(row: dict) -> str:
+    """"control did not train (...)" where the row's control's groups mixed far less than its own, else ""."""
+    if row["control"] is None or trained(row["learnable_pct"], row["control_learnable_pct"]):
+        return ""
+    return (f"control did not train ({row['control_learnable_pct']:.0f} % of its groups mixed against "
+            f"{row['learnable_pct']:.0f} %)")
+
+
+def _behind(pairs: dict, best: str, strategy: str) -> dict:
+    """best minus strategy from the pairwise table (its row either way round), with the pair's verdict."""
+    if strategy == best:
+        return {"behind_best": None, "behind_best_ci_low": None, "behind_best_ci_high": None,
+                "behind_best_verdict": None, "_pairs": 0}
+    r, sign = (pairs[best, strategy], 1) if (best, strategy) in pairs else (pairs.get((strategy, best)), -1)
+    if r is None or r["difference"] is None:
+        return {"behind_best": None, "behind_best_ci_low": None, "behind_best_ci_high": None,
+                "behind_best_verdict": r["verdict"] if r else None, "_pairs": 0}
+    low, high = (r["difference_ci_low"], r["difference_ci_high"])[::sign]
+    return {"behind_best": sign * r["difference"], "behind_best_ci_low": sign * low, "behind_best_ci_high": sign * high,
+            "behind_best_verdict": r["verdict"], "_pairs": r["pairs"]}
+
+
+def headline_table(gains: pl.DataFrame, pairwise: pl.DataFrame, level: float = 0.95) -> tuple[pl.DataFrame, str]:
+    """The headline table and its note, from Table 1 (`gains`, with its beyond_<control> and learnable
+    columns) and the pairwise table (`tables.pairwise_table`)."""
     pct = f"{round(100 * level)} %"
+    pairs = {(r["model"], r["task"], r["strategy"], r["versus"]): r for r in pairwise.iter_rows(named=True)}
     rows, sentences = [], []
     for (model, task), cell in gains.group_by(["model", "task"], maintain_order=True):
         cell = cell.filter(pl.col("strategy").map_elements(lambda s: run_strategy_parts(s)[2] is None,
@@ -65,31 +114,43 @@ def headline_table(gains: pl.DataFrame, difference: Difference, level: float = 0
         if cell.height == 0:
             continue
         best = cell.sort("gain", descending=True, nulls_last=True)["strategy"][0]
+        mine = {(a, b): r for (m, t, a, b), r in pairs.items() if (m, t) == (model, task)}
         own = []
         for r in cell.iter_rows(named=True):
-            control = next((c for c in FORM_CONTROLS if r.get(f"beyond_{c}") is not None), None)
-            behind = (None,) * 3 if r["strategy"] == best else difference(model, task, best, r["strategy"])
-            row = {**{k: r[k] for k in ("model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_low", "gain_ci_high")},
+            control = pick_control(r)
+            row = {**{k: r[k] for k in ("model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_low",
+                                        "gain_ci_high")},
+                   "learnable_pct": r.get("learnable_pct"),
                    "control": control_run(r["strategy"], control) if control else None,
+                   "control_learnable_pct": r.get(f"learnable_{control}") if control else None,
                    "beyond_form": r.get(f"beyond_{control}") if control else None,
                    "beyond_form_ci_low": r.get(f"beyond_{control}_ci_low") if control else None,
                    "beyond_form_ci_high": r.get(f"beyond_{control}_ci_high") if control else None,
-                   "behind_best": behind[0], "behind_best_ci_low": behind[1], "behind_best_ci_high": behind[2]}
+                   **_behind(mine, best, r["strategy"])}
             row["verdict"] = verdict(row)
             own.append(row)
         rows += own
         sentences.append(_sentence(model, task, best, own))
-    df = pl.DataFrame(rows, schema={c: (pl.Utf8 if c in ("model", "task", "strategy", "interval", "control", "verdict")
-                                        else pl.Int64 if c == "n_seeds" else pl.Float64) for c in COLUMNS})
+    df = pl.DataFrame([{c: r[c] for c in COLUMNS} for r in rows],
+                      schema={c: pl.Utf8 if c in TEXT else pl.Int64 if c == "n_seeds" else pl.Float64 for c in COLUMNS})
     note = (" ".join(sentences) + (" " if sentences else "")
             + f"gain: final minus base accuracy in points on the task's first benchmark, with Table 1's {pct} "
               "interval (interval says which: t over seeds, or a bootstrap over test questions with one seed). "
-              "beyond_form: the gain minus that of the strategy's control run (control: <strategy>_format, "
-              "rewarded for any answer the scorer reads, else <strategy>_shuffled, rewarded against another "
-              "example's answer), paired by seed, as in Table 1; empty where no control ran. behind_best: the "
-              "strategy that gained most minus this one, paired by seed, with its interval. A finding is shown "
-              "where its interval excludes zero and not shown otherwise; the power table says how many seeds "
-              "a difference not shown would need.")
+              "learnable_pct: the share of the run's GRPO groups whose rewards mixed (Table 2). control: of the "
+              "strategy's control runs (<strategy>_<control>, Table 1), the one that trained and against which "
+              "the gain beyond is smallest (random reward, then format, then shuffled on ties); a control whose "
+              f"groups mixed less than {TRAINED_SHARE:g} times as often as its strategy's (control_learnable_pct) did "
+              "not train and is read only where no other ran, and then the gain beyond it is not shown. "
+              "beyond_form: the gain minus the control's, paired by seed, as in Table 1. The gain's verdict against "
+              "the base model and against its control are each their own question: their intervals are "
+              "uncorrected, one per comparison. behind_best: the strategy that gained most minus this one, paired "
+              "by seed, with its uncorrected interval; behind_best_verdict: that pair's verdict in the pairwise "
+              "table, after Holm's correction over every pair of strategies of the model x task (the best is "
+              "picked from the same data). A finding is shown where its interval excludes zero over several "
+              "seeds, a lead where its pair differs after Holm's correction, and not shown otherwise. With one "
+              f"seed ('{ONE_SEED}') an interval resamples the test questions with the trained checkpoint fixed: "
+              "it says nothing about training noise, so nothing is shown. The power table says how many seeds a "
+              "difference not shown would need.")
     return df, note
 
 
@@ -97,29 +158,41 @@ def _beyond(row: dict) -> str:
     """A row's gain beyond its control in words ("" without a control)."""
     if not row["control"]:
         return ""
-    shown = _sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"]) > 0
+    if _untrained(row):
+        finding = f"not shown: {_untrained(row)}"
+    elif row["n_seeds"] == 1:
+        finding = f"{ONE_SEED}: over these questions only"
+    else:
+        finding = "shown" if _sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"]) > 0 else "not shown"
     return (f", {_pm(row['beyond_form'], row['beyond_form_ci_low'], row['beyond_form_ci_high'])} beyond its "
-            f"control {row['control']} ({'shown' if shown else 'not shown'})")
+            f"control {row['control']} ({finding})")
 
 
 def _sentence(model: str, task: str, best: str, rows: list[dict]) -> str:
-    """One model x task in words: the strategy that gained most, its gain beyond form, its lead; then every
-    other strategy that ran with a control, beyond it."""
+    """One model x task in words: the strategy that gained most, its gain beyond form, its lead after Holm's
+    correction; then every other strategy that ran with a control, beyond it."""
     top = next(r for r in rows if r["strategy"] == best)
     text = f"{model} on {task}: {best} gained most, {_pm(top['gain'], top['gain_ci_low'], top['gain_ci_high'])} points"
     if _sign(top["gain_ci_low"], top["gain_ci_high"]) <= 0:
-        text += " (not shown above zero)"
+        text += f" (not shown above zero{', ' + ONE_SEED if top['n_seeds'] == 1 else ''})"
+    elif top["n_seeds"] == 1:
+        text += f" ({ONE_SEED}: over these questions, not across training runs)"
     text += _beyond(top) or ", with no control run to separate form"
     others = [r for r in rows if r["strategy"] != best and r["behind_best"] is not None]
     if others:
-        ahead = [r for r in others if _sign(r["behind_best_ci_low"], r["behind_best_ci_high"]) > 0]
         leads = ", ".join(f"{r['strategy']} by {_pm(r['behind_best'], r['behind_best_ci_low'], r['behind_best_ci_high'])}"
                           for r in others)
-        if len(ahead) == len(others):
-            text += f"; it beats every other strategy ({leads}): shown"
+        ahead = [r["strategy"] for r in others
+                 if (r["behind_best_verdict"] or "").startswith(DIFFERS) and r["behind_best"] > 0]
+        n = max(r["_pairs"] for r in others)
+        holm = f"after Holm's correction over {n} pair{'s' if n != 1 else ''}"
+        if any((r["behind_best_verdict"] or "").endswith(f"({ONE_SEED})") for r in others):
+            text += f"; {ONE_SEED}: its lead ({leads}) is over these questions only: which strategy wins is not shown"
+        elif len(ahead) == len(others):
+            text += f"; its lead over {', '.join(ahead)} is shown {holm} ({leads})"
         else:
-            text += (f"; its lead ({leads}) is shown over {', '.join(r['strategy'] for r in ahead) or 'none'}: "
-                     "which strategy wins is not shown")
+            text += (f"; its lead ({leads}), {holm}, is shown over {', '.join(ahead) or 'none'}: which strategy "
+                     "wins is not shown")
     text += "."
     for r in rows:
         if r["strategy"] != best and r["control"]:

@@ -1,5 +1,6 @@
-"""Intervals and fits: t-intervals over seeds, the percentile bootstrap, OLS with bootstrap intervals
-and its confidence band, and the difference of two sets of seeds."""
+"""Intervals, tests and fits: t-intervals over seeds, the percentile bootstrap, the p-values of a paired
+difference (zero, and equivalence within a margin) and Holm's adjustment, OLS with bootstrap intervals
+and its confidence band, the difference of two sets of seeds, and the paired t-test's power."""
 
 from __future__ import annotations
 
@@ -29,23 +30,75 @@ def t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, flo
     return (float(v.mean() - half), float(v.mean() + half))
 
 
-def bootstrap_mean_interval(values: Sequence[float], level: float = 0.95, n_boot: int = 2000,
-                            seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of a mean (resampling the values with replacement).
-
-    With per-example differences final - base this is the paired bootstrap over test examples.
-    """
+def bootstrap_means(values: Sequence[float], n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """Means of `n_boot` resamples of the values with replacement (empty without values)."""
     v = np.asarray(values, dtype=float)
     if v.size == 0:
-        return (math.nan, math.nan)
+        return np.empty(0)
     rng = np.random.default_rng(seed)
     means = np.empty(n_boot)
     chunk = max(1, 2_000_000 // max(1, v.size))  # bounded memory for large test sets
     for start in range(0, n_boot, chunk):
         stop = min(n_boot, start + chunk)
         means[start:stop] = v[rng.integers(0, v.size, size=(stop - start, v.size))].mean(axis=1)
+    return means
+
+
+def percentile_interval(means: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap means (NaN without any)."""
+    if means.size == 0:
+        return (math.nan, math.nan)
     alpha = (1 - level) / 2
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
+
+
+def bootstrap_mean_interval(values: Sequence[float], level: float = 0.95, n_boot: int = 2000,
+                            seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of a mean (resampling the values with replacement).
+
+    With per-example differences final - base this is the paired bootstrap over test examples.
+    """
+    return percentile_interval(bootstrap_means(values, n_boot, seed), level)
+
+
+def t_test_p(values: Sequence[float], margin: float) -> tuple[float, float]:
+    """(p, p_equivalence) for the mean of paired differences over seeds (at least 2): p of the two-sided
+    t-test of a zero mean, and p of two one-sided t-tests (TOST) that the mean lies within (-margin,
+    +margin), the larger of the two one-sided p's."""
+    from scipy import stats
+
+    v = np.asarray(values, dtype=float)
+    mean, df = float(v.mean()), v.size - 1
+    se = float(v.std(ddof=1)) / math.sqrt(v.size)
+    if se == 0:  # every seed gave the same difference: nothing varies, the mean is what it is
+        return (float(mean == 0), float(abs(mean) >= margin))
+    p = 2 * float(stats.t.sf(abs(mean) / se, df))
+    p_equivalence = max(float(stats.t.sf((mean + margin) / se, df)), float(stats.t.cdf((mean - margin) / se, df)))
+    return (p, p_equivalence)
+
+
+def bootstrap_p(means: np.ndarray, margin: float) -> tuple[float, float]:
+    """(p, p_equivalence) as `t_test_p`, read from bootstrap means: twice the smaller share of means on
+    either side of zero (at most 1), and the larger share of means beyond -margin or beyond +margin."""
+    if means.size == 0:
+        return (math.nan, math.nan)
+    p = min(1.0, 2 * min(float((means <= 0).mean()), float((means >= 0).mean())))
+    return (p, max(float((means <= -margin).mean()), float((means >= margin).mean())))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (NaN entries are not tested: kept NaN and not
+    counted): the i-th smallest of m is multiplied by m - i + 1, capped at 1, and made non-decreasing. An
+    adjusted p below alpha rejects with a family-wise error rate of at most alpha."""
+    p = np.asarray(pvalues, dtype=float)
+    tested = np.flatnonzero(np.isfinite(p))
+    order = tested[np.argsort(p[tested], kind="stable")]
+    out = np.full(p.size, math.nan)
+    running = 0.0
+    for i, j in enumerate(order):
+        running = max(running, min(1.0, (order.size - i) * p[j]))
+        out[j] = running
+    return out.tolist()
 
 
 def _ols(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:

@@ -15,11 +15,13 @@ import polars as pl
 from hardex.metrics import accuracy_by_tier, expected_mixed, learnable_pct, sort_tiers, summarize
 from hardex.report import AnalysisError
 from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
+from hardex.report.headline import DIFFERS, ONE_SEED, headline_table
 from hardex.report.reference import with_reference
 from hardex.report.loading import Results, load_overlaps
-from hardex.report.statistics import bootstrap_mean_interval, regression, t_interval
+from hardex.report.statistics import bootstrap_mean_interval, bootstrap_means, percentile_interval, regression
+from hardex.report.statistics import bootstrap_p, holm, t_interval, t_test_p  # pairwise verdicts
 from hardex.report.statistics import seeds_and_questions_interval, seeds_needed  # intervals over questions, power
-from hardex.selection import BASE_SPLIT_STRATEGIES, BUDGET_STRATEGIES, strategy_sort_key
+from hardex.selection import BASE_SPLIT_STRATEGIES, BUDGET_STRATEGIES, run_strategy_parts, strategy_sort_key
 
 RUN_KEYS = ["model", "task", "strategy", "seed"]
 CELL_KEYS = ["model", "task", "strategy"]
@@ -146,23 +148,38 @@ def _final_shares(res: Results, model: str, task: str, strategy: str, seed: int)
     return run.select("id", (pl.col("n_correct") / pl.col("n")).alias("f"))
 
 
-def run_difference(res: Results, gain_of: dict, model: str, task: str, a: str, b: str, level: float = 0.95,
-                   n_boot: int = 2000, seed: int = 0) -> tuple[float | None, float | None, float | None]:
-    """Run strategy a's gain minus b's, paired by seed, with its interval: over the seeds both ran, the mean
-    and its t-interval; with one shared seed, the paired bootstrap over test questions of the two runs' final
-    correct shares (both beside the same base, which cancels). (None, None, None) without a shared seed.
+def run_comparison(res: Results, gain_of: dict, model: str, task: str, a: str, b: str, level: float = 0.95,
+                   n_boot: int = 2000, seed: int = 0, margin: float = EQUIVALENCE_MARGIN) -> dict[str, Any] | None:
+    """Run strategy a's gain minus b's, paired by seed, with its interval and p-values: over the seeds both
+    ran (at least 2), the mean, its t-interval and the paired t-test's p (`statistics.t_test_p`); with one
+    shared seed, the paired bootstrap over test questions of the two runs' final correct shares (both beside
+    the same base, which cancels): its percentile interval and p's (`statistics.bootstrap_p`), which hold
+    the trained checkpoints fixed and so say nothing about training noise. p: of a zero difference (two-sided);
+    p_equivalence: two one-sided tests that it lies within +- `margin` points. None without a shared seed.
     `gain_of`: (model, task, strategy, seed) -> gain, from run_summary."""
     seeds = sorted(sd for (m, t, s, sd) in gain_of if (m, t, s) == (model, task, a) and (model, task, b, sd) in gain_of)
     if not seeds:
-        return None, None, None
+        return None
     d = np.array([gain_of[model, task, a, sd] - gain_of[model, task, b, sd] for sd in seeds])
     if len(seeds) > 1:
-        lo, hi = t_interval(d, level)
+        (lo, hi), (p, p_equivalence) = t_interval(d, level), t_test_p(d, margin)
+        how = f"t over {len(seeds)} seeds"
     else:
         pair = _final_shares(res, model, task, a, seeds[0]).join(
             _final_shares(res, model, task, b, seeds[0]), on="id", suffix="_b").sort("id")  # as paired_differences
-        lo, hi = (100 * v for v in bootstrap_mean_interval((pair["f"] - pair["f_b"]).to_numpy(), level, n_boot, seed))
-    return float(d.mean()), lo, hi
+        means = 100 * bootstrap_means((pair["f"] - pair["f_b"]).to_numpy(), n_boot, seed)  # in points
+        (lo, hi), (p, p_equivalence) = percentile_interval(means, level), bootstrap_p(means, margin)
+        how = f"bootstrap over {pair.height} examples"
+    return {"n_seeds": len(seeds), "interval": how, "difference": float(d.mean()), "ci_low": lo, "ci_high": hi,
+            "p": p, "p_equivalence": p_equivalence}
+
+
+def run_difference(res: Results, gain_of: dict, model: str, task: str, a: str, b: str, level: float = 0.95,
+                   n_boot: int = 2000, seed: int = 0) -> tuple[float | None, float | None, float | None]:
+    """Run strategy a's gain minus b's, paired by seed, with its interval (`run_comparison`);
+    (None, None, None) without a shared seed."""
+    c = run_comparison(res, gain_of, model, task, a, b, level, n_boot, seed)
+    return (None, None, None) if c is None else (c["difference"], c["ci_low"], c["ci_high"])
 
 
 def gains_by_run(summary: pl.DataFrame) -> dict:
@@ -170,13 +187,76 @@ def gains_by_run(summary: pl.DataFrame) -> dict:
     return {(m, t, s, sd): g for m, t, s, sd, g in summary.select(*RUN_KEYS, "gain").iter_rows()}
 
 
+PAIRWISE_SCHEMA = {"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "versus": pl.Utf8, "n_seeds": pl.Int64,
+                   "interval": pl.Utf8, "difference": pl.Float64, "difference_ci_low": pl.Float64,
+                   "difference_ci_high": pl.Float64, "p": pl.Float64, "p_holm": pl.Float64,
+                   "p_equivalence": pl.Float64, "p_equivalence_holm": pl.Float64, "pairs": pl.Int64, "verdict": pl.Utf8}
+
+
+def pair_verdict(row: dict, alpha: float, margin: float) -> str:
+    """A pair's finding from its Holm-adjusted p's: "differs" (of a zero difference), "equivalent within
+    +-margin" (TOST), both, or "undecided"; never a finding from one seed or without a shared one."""
+    if row["n_seeds"] < 2:
+        return f"undecided ({ONE_SEED})" if row["n_seeds"] == 1 else "undecided (no shared seed)"
+    differs, same = row["p_holm"] < alpha, row["p_equivalence_holm"] < alpha
+    within = f"within ±{margin:g}"
+    return f"{DIFFERS}, {within}" if differs and same else DIFFERS if differs else \
+        f"equivalent {within}" if same else "undecided"
+
+
+def pairwise_table(res: Results, summary: pl.DataFrame, level: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                   margin: float = EQUIVALENCE_MARGIN) -> pl.DataFrame:
+    """Every pair of strategies (not control runs; online runs count) of a model x task on final
+    in-distribution accuracy, paired by seed (`run_comparison`: strategy minus versus, paper order), with
+    p-values adjusted by Holm's method over the family of that model x task's tested pairs (`pairs`), and
+    a verdict at alpha = 1 - level (`pair_verdict`): the strategy that gained most is picked from the same
+    data, so an uncorrected interval that excludes zero says less than it seems to."""
+    gain_of, rows = gains_by_run(summary), []
+    for (model, task), cell in summary.group_by(["model", "task"], maintain_order=True):
+        names = sorted({s for s in cell["strategy"] if run_strategy_parts(s)[2] is None}, key=strategy_sort_key)
+        family = []
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                c = run_comparison(res, gain_of, model, task, a, b, level, n_boot, seed, margin) or {"n_seeds": 0}
+                family.append({"model": model, "task": task, "strategy": a, "versus": b, "n_seeds": c["n_seeds"],
+                               "interval": c.get("interval"), "difference": c.get("difference"),
+                               "difference_ci_low": c.get("ci_low"), "difference_ci_high": c.get("ci_high"),
+                               "p": c.get("p", math.nan), "p_equivalence": c.get("p_equivalence", math.nan)})
+        adjusted = holm([r["p"] for r in family]), holm([r["p_equivalence"] for r in family])
+        tested = sum(math.isfinite(r["p"]) for r in family)
+        for r, p, p_equivalence in zip(family, *adjusted):
+            r |= {"p_holm": p, "p_equivalence_holm": p_equivalence, "pairs": tested}
+            r["verdict"] = pair_verdict(r, 1 - level, margin)
+        rows += family
+    return pl.DataFrame(rows, schema=PAIRWISE_SCHEMA).select(list(PAIRWISE_SCHEMA))
+
+
+def pairwise_note(level: float, margin: float, n_boot: int) -> str:
+    """The pairwise table's note."""
+    alpha = f"{1 - level:.3g}"
+    return (f"Every pair of strategies of a model x task (control runs left out: they are read against their own "
+            f"strategy in Table 1), on final in-distribution accuracy: difference = strategy minus versus in points, "
+            f"paired by seed, with its {round(100 * level)} % interval (t over the seeds both ran; with one shared "
+            f"seed a paired bootstrap over test questions, {n_boot} resamples). p: two-sided, of a zero difference "
+            f"(paired t; with one seed read from the bootstrap); p_equivalence: two one-sided tests that the "
+            f"difference lies within ±{margin:g} points (report.equivalence_margin), the larger of their p's. "
+            f"p_holm, p_equivalence_holm: adjusted by Holm's method over the family of the model x task's pairs "
+            f"(pairs: how many), since the best strategy is picked from the same data. verdict, at alpha = {alpha} "
+            f"after Holm's correction: {DIFFERS} (p_holm < alpha), equivalent within ±{margin:g} (p_equivalence_holm "
+            f"< alpha), undecided otherwise. With one seed the test questions are resampled and the trained "
+            f"checkpoints held fixed: the p's say nothing about training noise, and the verdict is undecided "
+            f"({ONE_SEED}).")
+
+
 def gain_beyond_controls(gains: pl.DataFrame, summary: pl.DataFrame, res: Results, level: float = 0.95,
                          n_boot: int = 2000, seed: int = 0) -> pl.DataFrame:
     """Table 1's columns beyond_<control> (with _ci_low, _ci_high), one set per control that ran
     (`selection.controls`, hardex.controls): a strategy's gain minus the gain of its control run
-    <strategy>_<control> (same subset, a reward for the answer's form), paired by seed (run_difference).
-    Null for control rows, online runs, strategies whose control did not run or shares no seed with
-    them. Without any control run the table is returned unchanged."""
+    <strategy>_<control> (same subset, another reward), paired by seed (run_difference), and
+    learnable_<control>: the control run's learnable % (mean over its seeds), beside `learnable_pct`, the
+    row's own: a control whose groups never mix never trained, and a gain beyond it says nothing. Null for
+    control rows, online runs, strategies whose control did not run or shares no seed with them. Without
+    any control run the table is returned unchanged."""
     from hardex.selection import CONTROLS, control_run, run_strategy_parts
 
     ran = {run_strategy_parts(s)[2] for s in summary["strategy"].unique()}
@@ -184,9 +264,11 @@ def gain_beyond_controls(gains: pl.DataFrame, summary: pl.DataFrame, res: Result
     if not present or gains.height == 0:
         return gains
     gain_of = gains_by_run(summary)
-    columns: dict[str, list] = {}
+    learnable = {(m, t, s): v for m, t, s, v in summary.group_by(CELL_KEYS).agg(
+        pl.col("learnable_pct").fill_nan(None).mean()).iter_rows()}  # null where no run recorded its steps
+    columns: dict[str, list] = {"learnable_pct": [learnable.get(k) for k in gains.select(CELL_KEYS).iter_rows()]}
     for control in present:
-        mean, low, high = [], [], []
+        mean, low, high, control_learnable = [], [], [], []
         for model, task, strategy in gains.select(CELL_KEYS).iter_rows():
             _, online, own = run_strategy_parts(strategy)
             d, lo, hi = (run_difference(res, gain_of, model, task, strategy, control_run(strategy, control),
@@ -194,20 +276,28 @@ def gain_beyond_controls(gains: pl.DataFrame, summary: pl.DataFrame, res: Result
             mean.append(d)
             low.append(lo)
             high.append(hi)
-        columns |= {f"beyond_{control}": mean, f"beyond_{control}_ci_low": low, f"beyond_{control}_ci_high": high}
+            control_learnable.append(learnable.get((model, task, control_run(strategy, control))) if d is not None
+                                     else None)
+        columns |= {f"beyond_{control}": mean, f"beyond_{control}_ci_low": low, f"beyond_{control}_ci_high": high,
+                    f"learnable_{control}": control_learnable}
     return gains.with_columns([pl.Series(name, values, dtype=pl.Float64) for name, values in columns.items()])
 
 
 def beyond_controls_note(gains: pl.DataFrame, pct: str) -> str:
     """What Table 1's beyond_<control> columns mean, for its note ("" without them)."""
-    if not any(c.startswith("beyond_") for c in gains.columns):
+    controls = [c.removeprefix("beyond_") for c in gains.columns if c.startswith("beyond_") and "_ci_" not in c]
+    if not controls:
         return ""
-    return (f" Control runs (<strategy>_shuffled: rewarded against another example's reference answer; "
-            f"<strategy>_format: rewarded for any answer the scorer can read) train on their strategy's subset; "
-            f"their own gain is what the answer's form alone buys. beyond_shuffled, beyond_format: the strategy's "
-            f"gain minus its control's, paired by seed (mean over the seeds both ran, {pct} t-interval over them; "
-            f"with one shared seed a paired bootstrap over test questions): the gain the skill bought beyond the "
-            f"form. Empty where that control did not run.")
+    return (f" Control runs (<strategy>_<control>, hardex.controls: shuffled is rewarded against another example's "
+            f"reference answer, format for where and how an answer is written, the random reward at random at the "
+            f"true reward's rate) train on their strategy's subset; their own gain is what form, or any reward at "
+            f"all, buys. {', '.join(f'beyond_{c}' for c in controls)}: the strategy's gain minus its control's, "
+            f"paired by seed (mean over the seeds both ran, {pct} t-interval over them; with one shared seed a "
+            f"paired bootstrap over test questions): the gain the skill bought beyond it; each is its own "
+            f"question, uncorrected for the others. learnable_pct: the run's learnable % (as in Table 2); "
+            f"{', '.join(f'learnable_{c}' for c in controls)}: its control's, to read beside it: a control whose "
+            f"groups seldom mixed barely trained, and beating it shows little. Empty where that control did not "
+            f"run.")
 
 
 def learnable_table(summary: pl.DataFrame, level: float = 0.95) -> pl.DataFrame:
@@ -633,6 +723,7 @@ def power_note(power: float, alpha: float, max_seeds: int) -> str:
 TABLES = {
     "headline": "Headline: which strategy gained how much beyond form",
     "accuracy_gain": "Accuracy gain over the base model (Table 1)",
+    "pairwise": "Every pair of strategies: which differ and which are equivalent, after Holm's correction",
     "learnable": "Learnable % of training steps (Table 2)",
     "ood_pass_at_k": "Out-of-distribution pass@k (Table 4)",
     "base_split": "Base-wrong vs base-right vs size-matched random vs full pool",
@@ -656,10 +747,9 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                  power: dict[str, Any] | None = None) -> dict[str, tuple[pl.DataFrame, str]]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
     the learnable % expected from the probe beside the measured one when `generations` (model -> G) is;
-    `margin`: report.equivalence_margin, in points, of the catch-up table's equivalence test;
+    `margin`: report.equivalence_margin, in points, of the catch-up and pairwise tables' equivalence tests;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
     `power` is the config's report.power (power, alpha, max_seeds) for the power table."""
-    from hardex.report.headline import headline_table
     from hardex.report.sharpening import PASS_AT_K_NOTE, pass_at_k_table
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
@@ -692,7 +782,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                          "never. Both predict the base model's groups; training moves the policy away from it, "
                          "so the measured learnable % drifts from them as it learns.")
     gains = gain_beyond_controls(gains, summary, res, level, n_boot, seed)
-    gain_of = gains_by_run(summary)  # for the headline's differences between strategies
+    pairwise = pairwise_table(res, summary, level, n_boot, seed, margin)  # the headline reads its verdicts
     gains_out = with_reference(gains, ref, {"base_accuracy": "published_base_accuracy",
                                             "final_accuracy": "published_final_accuracy",
                                             "gain": "published_gain"}, names)
@@ -703,8 +793,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         ref_note = (f" Published columns: the reference run with the same model, task and strategy "
                     f"(names mapped by report.reference_names); {matched} of {gains_out.height} rows matched.")
     return {
-        "headline": headline_table(gains, lambda m, t, a, b: run_difference(res, gain_of, m, t, a, b, level, n_boot,
-                                                                            seed), level),
+        "headline": headline_table(gains, pairwise, level),
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
                                      f"paired bootstrap over test examples ({n_boot} resamples) with one; both treat "
@@ -714,6 +803,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                      f"error with Student's t over seeds; none with one seed), the one to read when "
                                      f"asking whether a gain holds beyond this test set; it errs wide."
                                      + beyond_controls_note(gains_out, pct) + ref_note),
+        "pairwise": (pairwise, pairwise_note(level, margin, n_boot)),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
                                  f"differ (nonzero std). {pct} t-interval over seeds when there are several."
                                  + expected_note + ref_note),
