@@ -97,6 +97,8 @@ def test_pass_at_k_of_the_base_at_large_k_beside_the_final_checkpoint():
     assert hard["pass@2"] == pytest.approx(50.0) and hard["pass@4"] is None and hard["pass@8"] is None
     assert hard["beyond_base_pct"] == pytest.approx(25.0) and base["beyond_base_pct"] is None
     assert (base["greedy"], hard["greedy"]) == (0.0, 25.0)
+    # four questions are too few to fit the sharpening null (tests/unit/test_sharpening.py): its columns empty
+    assert hard["predicted_beyond_base_pct"] is None and hard["verdict"] is None and base["base_a"] is None
     # without evaluation.greedy the column is empty; the table is one of the report's
     plain = pass_at_k_table(_results([1, 0], [1, 0]))
     assert plain["greedy"].null_count() == plain.height
