@@ -1,4 +1,5 @@
-"""Figure: pass@k against k, the base model and each strategy's final checkpoint, from the pass_at_k table."""
+"""Figure: pass@k against k, the base model and each strategy's final checkpoint beside its sharpening null, from
+the pass_at_k table."""
 import sys
 from pathlib import Path
 

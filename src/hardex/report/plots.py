@@ -581,9 +581,11 @@ def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], styl
 
 def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
     """Per model x task (one panel each): pass@k (%) against k on a log2 axis, the base model (black,
-    dashed) and each strategy's final checkpoint up to its own samples. A strategy above the base at k = 1
-    that meets or falls below it at large k sharpened what the base could already solve. `table` is
-    `report.sharpening.pass_at_k_table` (or its CSV)."""
+    dashed, markers) and each strategy's final checkpoint up to its own samples, with its sharpening null's
+    predicted pass@k (`null_pass@k`: the base's fitted Beta sharpened to the checkpoint's pass@1) as a dashed
+    line of its colour without markers. A trained curve on its dashed line is what sharpening the base
+    predicts. `table` is `report.sharpening.pass_at_k_table` (or its CSV; a table from before the null
+    columns draws no null)."""
     st = _style(style)
     ks = sorted(int(c.split("@")[1]) for c in table.columns if c.startswith("pass@"))
     cells = table.select("model", "task").unique(maintain_order=True).rows() if table.height else []
@@ -591,6 +593,7 @@ def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict
     with plt.rc_context(_rc(st)):
         fig, axes = plt.subplots(1, max(1, len(cells)), squeeze=False, layout="constrained",
                                  figsize=(st["panel_width"] * max(1, len(cells)), st["panel_height"] + 0.9))
+        drew_null = False
         for ax, (model, task) in zip(axes[0], cells):
             rows = table.filter((pl.col("model") == model) & (pl.col("task") == task))
             for strategy in ["base", *strategies]:
@@ -602,11 +605,16 @@ def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict
                 x, y = zip(*points)
                 if strategy == "base":
                     ax.plot(x, y, color="black", ls="--", marker="o", lw=1.8, label="base model")
-                else:
-                    _, online = offline_strategy(strategy)
-                    color = strategy_color(strategy, strategies)
-                    ax.plot(x, y, color=color, marker="o", markerfacecolor="white" if online else color, lw=1.5,
-                            label=f"{strategy} (final)")
+                    continue
+                _, online = offline_strategy(strategy)
+                color = strategy_color(strategy, strategies)
+                ax.plot(x, y, color=color, marker="o", markerfacecolor="white" if online else color, lw=1.5,
+                        label=f"{strategy} (final)")
+                null = [(k, r[f"null_pass@{k}"][0]) for k in ks if f"null_pass@{k}" in r.columns
+                        and r[f"null_pass@{k}"][0] is not None and not math.isnan(r[f"null_pass@{k}"][0])]
+                if null:  # one legend entry for all nulls (a leading "_" keeps a line out of the legend)
+                    ax.plot(*zip(*null), color=color, ls="--", lw=1.2, alpha=0.8, label=f"_{strategy} null")
+                    drew_null = True
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ks))
             ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([str(k) for k in ks]))
@@ -623,6 +631,9 @@ def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict
                 if lab not in labels:
                     handles.append(h)
                     labels.append(lab)
+        if drew_null:
+            handles.append(Line2D([], [], color="0.4", ls="--", lw=1.2))
+            labels.append("sharpening null (dashed, the strategy's colour)")
         _legend_below(fig, handles, labels)
         fig.suptitle("pass@k of the base model and of each strategy's final checkpoint (first benchmark)")
         return save_figure(fig, paths, st)
