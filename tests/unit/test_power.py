@@ -5,11 +5,13 @@ result frames built by hand."""
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 
 import numpy as np
 import polars as pl
 import pytest
+from scipy import stats
 
 from hardex.config import ConfigError, check_config
 from hardex.report import loading, render, statistics, tables
@@ -73,6 +75,33 @@ def test_seeds_needed_caps_tiny_effects():
     assert statistics.seeds_needed(1.0, 1.0, power=0.9, alpha=0.01) > 10
 
 
+@pytest.mark.parametrize("d,at_two", [(32.58 / 5.29, 0.506), (31.08 / 3.77, 0.640), (20.0, 0.974)])
+def test_power_far_in_the_noncentral_tail_is_a_number_and_2_seeds_are_not_enough(d, at_two):
+    """scipy's noncentral t returned NaN for these effect sizes at 2 pairs and the search took it for
+    enough: the power table printed 2 seeds for a real run's 32.58 +- 5.29 and 31.08 +- 3.77, whose power
+    at 2 seeds is 0.51 and 0.64 (one degree of freedom: t's critical value is 12.7)."""
+    assert statistics.paired_t_power(d, 2) == pytest.approx(at_two, abs=0.001)
+    assert statistics.seeds_needed(d, 1.0) == (2 if at_two >= 0.8 else 3)
+    # an independent check: simulated paired t-tests at 2 pairs
+    rng = np.random.default_rng(1)
+    x = rng.normal(d, 1.0, (200_000, 2))
+    t = x.mean(axis=1) / (x.std(axis=1, ddof=1) / math.sqrt(2))
+    assert float((np.abs(t) > stats.t.ppf(0.975, 1)).mean()) == pytest.approx(at_two, abs=0.005)
+
+
+def test_seeds_needed_never_takes_a_power_that_is_not_a_number_for_enough(monkeypatch):
+    true_power = statistics.paired_t_power
+    monkeypatch.setattr(statistics, "paired_t_power", lambda d, n, alpha=0.05: math.nan if n < 4 else true_power(d, n, alpha))
+    assert statistics.seeds_needed(50.0, 1.0) == 4
+
+
+@pytest.mark.parametrize("d", [0.3, 0.9, 1.7, 2.6, 4.4, 6.2, 8.2, 15.0])
+def test_the_seeds_reported_reach_the_power_and_one_fewer_do_not(d):
+    n = statistics.seeds_needed(d, 1.0)
+    assert statistics.paired_t_power(d, n) >= 0.8
+    assert n == 2 or statistics.paired_t_power(d, n - 1) < 0.8
+
+
 # ---- the tables, on frames built by hand ---------------------------------------------------------------
 
 N_Q = 10
@@ -80,15 +109,22 @@ N_Q = 10
 FINAL = {"hard": [8, 7, 8, 7], "hard_shuffled": [6, 6, 5, 7], "full": [7, 7, 7, 7], "easy": [5, 6, 5, 6]}
 
 
-def _results(final: dict[str, list[int]] = FINAL) -> loading.Results:
-    runs = [{"model": "m", "task": "t", "strategy": strategy, "seed": seed, "step": step, "benchmark": "t/test",
-             "id": f"q{q}", "tier": "1", "n": 1, "n_correct": int(q < (correct[seed] if step else 5))}
-            for strategy, correct in final.items() for seed in range(len(correct)) for step in (0, 4)
-            for q in range(N_Q)]
-    runs = pl.DataFrame(runs).filter(pl.col("step") > 0)
+def _results(final: dict[str, list[int]] = FINAL, n_q: int = N_Q) -> loading.Results:
+    """Each strategy's runs end with final[strategy][seed] of n_q right; the base gets half right."""
+    runs = [{"model": "m", "task": "t", "strategy": strategy, "seed": seed, "step": 4, "benchmark": "t/test",
+             "id": f"q{q}", "tier": "1", "n": 1, "n_correct": int(q < correct[seed])}
+            for strategy, correct in final.items() for seed in range(len(correct)) for q in range(n_q)]
     base = pl.DataFrame([{"model": "m", "task": "t", "seed": seed, "benchmark": "t/test", "id": f"q{q}", "tier": "1",
-                          "n": 1, "n_correct": int(q < 5)} for seed in range(4) for q in range(N_Q)])
-    return loading.Results(runs, base, loading.load_steps([]), {"t": ["t/test"]})
+                          "n": 1, "n_correct": int(q < n_q // 2)} for seed in range(4) for q in range(n_q)])
+    return loading.Results(pl.DataFrame(runs), base, loading.load_steps([]), {"t": ["t/test"]})
+
+
+def _pool() -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A probe table and no subsets, for build_tables."""
+    probes = pl.DataFrame({"model": ["m"], "task": ["t"], "id": ["p0"], "k": [4], "pass_rate": [0.5]})
+    subsets = pl.DataFrame(schema={"id": pl.Utf8, "pass_rate": pl.Float64, "model": pl.Utf8, "task": pl.Utf8,
+                                   "strategy": pl.Utf8, "seed": pl.Int64})
+    return probes, subsets
 
 
 def test_power_table_lists_controls_first_then_gains_then_pairs():
@@ -99,18 +135,44 @@ def test_power_table_lists_controls_first_then_gains_then_pairs():
     assert (first["kind"], first["strategy"], first["versus"]) == ("control", "hard", "hard_shuffled")
     # hard - hard_shuffled by seed: 20, 10, 30, 0 points
     assert first["n_seeds"] == 4 and first["difference"] == pytest.approx(15.0)
-    sd = float(np.std([20, 10, 30, 0], ddof=1))
-    assert first["difference_sd"] == pytest.approx(sd) and first["effect_size"] == pytest.approx(15 / sd)
-    assert first["seeds_needed"] == str(statistics.seeds_needed(15.0, sd))
+    assert first["difference_sd"] == pytest.approx(float(np.std([20, 10, 30, 0], ddof=1)))
+    # the spread planned on is pooled over the six comparisons of two runs (4 seeds each: equal weights)
+    points = {s: 10 * np.array(v, dtype=float) for s, v in FINAL.items()}
+    runs = math.sqrt(np.mean([np.var(points[a] - points[b], ddof=1) for a, b in itertools.combinations(points, 2)]))
+    assert first["pooled_sd"] == pytest.approx(runs) and first["effect_size"] == pytest.approx(15 / runs)
+    assert first["seeds_needed"] == str(statistics.seeds_needed(15.0, runs))
     gains = power.filter(pl.col("kind") == "base")
     assert gains["versus"].unique().to_list() == ["base"]
     full = gains.filter(pl.col("strategy") == "full").row(0, named=True)
-    assert full["difference"] == pytest.approx(20.0) and full["difference_sd"] == 0 and full["seeds_needed"] == "2"
+    # full gained 20 points with every seed: its own spread is 0, the gains' pooled spread is not
+    gain_sd = math.sqrt(np.mean([np.var(v - 50, ddof=1) for v in points.values()]))
+    assert full["difference"] == pytest.approx(20.0) and full["difference_sd"] == 0
+    assert full["pooled_sd"] == pytest.approx(gain_sd) and full["seeds_needed"] == str(statistics.seeds_needed(20, gain_sd))
+    assert full["seeds_needed"] != "2"
     pairs = power.filter(pl.col("kind") == "pair")
     assert pairs.height == 6 - 1  # four strategies: six pairs, one of them the control
     # easy - full by seed (paper order: easy before full): -20, -10, -20, -10 points
     easy = pairs.filter((pl.col("strategy") == "easy") & (pl.col("versus") == "full"))
     assert easy.height == 1 and easy["difference"][0] == pytest.approx(-15.0)
+
+
+def test_a_comparison_whose_few_seeds_happened_to_agree_is_not_settled_by_them():
+    """Two strategies 0, 0, 0, 1 points apart on 100 questions: their own spread (0.5) says 34 seeds tell
+    0.25 points from zero; the spread of the other comparisons of the model x task says it is not
+    resolvable at this design."""
+    final = {"hard": [50, 50, 50, 51], "medium": [50, 50, 50, 50], "random": [40, 80, 45, 75]}
+    power = tables.power_table(tables.run_summary(_results(final, n_q=100)), max_seeds=1000)
+    pair = power.filter((pl.col("strategy") == "hard") & (pl.col("versus") == "medium")).row(0, named=True)
+    assert pair["difference"] == pytest.approx(0.25) and pair["difference_sd"] == pytest.approx(0.5)
+    assert statistics.seeds_needed(0.25, 0.5) == 34  # what its own spread said
+    assert pair["pooled_sd"] > 10 and pair["seeds_needed"] == ">1000"
+    _, note = tables.build_tables(_results(final, n_q=100), *_pool(), n_boot=50)["power"]
+    assert "not resolvable at this design, never that the two are the same" in note and "pooled" in note
+
+
+def test_pooled_sd_weights_each_comparison_by_its_degrees_of_freedom():
+    assert tables.pooled_sd([2.0, 4.0, math.nan], [2, 4, 1]) == pytest.approx(math.sqrt((1 * 4 + 3 * 16) / 4))
+    assert math.isnan(tables.pooled_sd([math.nan], [1]))
 
 
 def test_power_table_caps_and_refuses_to_guess():
@@ -125,10 +187,7 @@ def test_power_table_caps_and_refuses_to_guess():
 
 def test_report_tables_carry_both_intervals_and_the_power_table(tmp_path):
     res = _results()
-    probes = pl.DataFrame({"model": ["m"], "task": ["t"], "id": ["p0"], "k": [4], "pass_rate": [0.5]})
-    subsets = pl.DataFrame(schema={"id": pl.Utf8, "pass_rate": pl.Float64, "model": pl.Utf8, "task": pl.Utf8,
-                                   "strategy": pl.Utf8, "seed": pl.Int64})
-    built = tables.build_tables(res, probes, subsets, n_boot=300, power={"power": 0.9, "alpha": 0.01, "max_seeds": 40})
+    built = tables.build_tables(res, *_pool(), n_boot=300, power={"power": 0.9, "alpha": 0.01, "max_seeds": 40})
     assert set(built) == set(tables.TABLES)
     gains, note = built["accuracy_gain"]
     assert "gain_sq CI" in note and "t over seeds" in note

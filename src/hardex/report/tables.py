@@ -654,6 +654,14 @@ def with_seeds_and_questions_interval(gains: pl.DataFrame, res: Results, summary
 POWER_KINDS = ("control", "base", "pair")  # the power table's row order within a model x task
 
 
+def pooled_sd(sds: Sequence[float], seeds: Sequence[int]) -> float:
+    """The standard deviation pooled over comparisons, each weighted by its degrees of freedom (seeds - 1):
+    sqrt(sum (n_i - 1) s_i^2 / sum (n_i - 1)) over those with at least 2 seeds; NaN without any."""
+    pairs = [(n - 1, sd) for sd, n in zip(sds, seeds) if n > 1 and math.isfinite(sd)]
+    df = sum(d for d, _ in pairs)
+    return math.sqrt(sum(d * sd**2 for d, sd in pairs) / df) if df else math.nan
+
+
 def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, max_seeds: int = 1000) -> pl.DataFrame:
     """How many seeds a comparison needs: per model x task, every pair of strategies (final in-distribution
     accuracy, paired by seed) and every strategy against the base model (its gain, against zero).
@@ -661,9 +669,14 @@ def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, 
     kind: "control" for a strategy against a run named `<strategy>_<suffix>` (its control, or its
     `_online` run), listed first; "base" for the gain; "pair" for the rest. difference: mean over the
     seeds both ran of strategy minus versus (points); difference_sd: its standard deviation over those
-    seeds; effect_size = difference / difference_sd; seeds_needed: the fewest seeds at which a paired
-    t-test at two-sided level `alpha` tells that difference from zero with probability `power`
-    (`statistics.seeds_needed`), ">max_seeds" beyond it, "not estimable" with one seed.
+    seeds. The spread the power analysis uses is `pooled_sd`, pooled over the model x task's comparisons
+    of the same sort (two runs against each other, kinds control and pair; or a gain, kind base), each
+    weighted by its degrees of freedom (`pooled_sd`): a standard deviation from 3 or 4 seeds is too rough
+    to plan on alone, and a comparison whose seeds happened to agree would otherwise read as settled in 2
+    seeds. effect_size = difference / pooled_sd; seeds_needed: the fewest seeds at which a paired t-test
+    at two-sided level `alpha` tells that difference from zero with probability `power`
+    (`statistics.seeds_needed`), ">max_seeds" beyond it (not resolvable at this design, which does not
+    make the two the same), "not estimable" with one seed.
     """
     rows = []
     for (model, task), cell in summary.group_by(["model", "task"], maintain_order=True):
@@ -679,21 +692,27 @@ def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, 
                 kind = "control" if second.startswith(first + "_") else "pair"
                 mine, other = by_strategy[first], by_strategy[second]
                 comparisons.append((first, second, kind, {s: mine[s] - other[s] for s in mine if s in other}))
+        own = []
         for strategy, versus, kind, diffs in comparisons:
             v = np.array(list(diffs.values()), dtype=float)
-            mean = float(v.mean()) if v.size else math.nan
-            sd = float(v.std(ddof=1)) if v.size > 1 else math.nan
-            if v.size < 2:
+            own.append({"model": model, "task": task, "kind": kind, "strategy": strategy, "versus": versus,
+                        "n_seeds": int(v.size), "difference": float(v.mean()) if v.size else math.nan,
+                        "difference_sd": float(v.std(ddof=1)) if v.size > 1 else math.nan})
+        pooled = {sort: pooled_sd([r["difference_sd"] for r in own if (r["kind"] == "base") == sort],
+                                  [r["n_seeds"] for r in own if (r["kind"] == "base") == sort]) for sort in (False, True)}
+        for r in own:
+            sd = pooled[r["kind"] == "base"]
+            if r["n_seeds"] < 2:
                 needed = "not estimable"
             else:
-                n = seeds_needed(mean, sd, power, alpha, max_seeds)
+                n = seeds_needed(r["difference"], sd, power, alpha, max_seeds)
                 needed = str(n) if n is not None else f">{max_seeds}"
-            rows.append({"model": model, "task": task, "kind": kind, "strategy": strategy, "versus": versus,
-                         "n_seeds": int(v.size), "difference": mean, "difference_sd": sd,
-                         "effect_size": mean / sd if v.size > 1 and sd > 0 else math.nan, "seeds_needed": needed})
+            rows.append(r | {"pooled_sd": sd if r["n_seeds"] > 1 else math.nan,
+                             "effect_size": r["difference"] / sd if r["n_seeds"] > 1 and sd > 0 else math.nan,
+                             "seeds_needed": needed})
     schema = {"model": pl.Utf8, "task": pl.Utf8, "kind": pl.Utf8, "strategy": pl.Utf8, "versus": pl.Utf8,
-              "n_seeds": pl.Int64, "difference": pl.Float64, "difference_sd": pl.Float64, "effect_size": pl.Float64,
-              "seeds_needed": pl.Utf8}
+              "n_seeds": pl.Int64, "difference": pl.Float64, "difference_sd": pl.Float64, "pooled_sd": pl.Float64,
+              "effect_size": pl.Float64, "seeds_needed": pl.Utf8}
     df = pl.DataFrame(rows, schema=schema)
     if df.height == 0:
         return df
@@ -710,14 +729,18 @@ def power_note(power: float, alpha: float, max_seeds: int) -> str:
             f"(kind control: a run named <strategy>_<suffix>, its _online run included), against the base model "
             f"(kind base: its gain) and against every other strategy (kind pair). difference: final in-distribution "
             f"accuracy of strategy minus versus, in points, mean over the seeds both ran, paired by seed; "
-            f"difference_sd: its standard deviation over those seeds; effect_size: difference / difference_sd. "
-            f"seeds_needed: the fewest seeds at which a paired t-test at two-sided level {alpha:g} finds a true "
-            f"difference of that size with probability {power:g} (exact, noncentral t; report.power); "
-            f">{max_seeds} where it needs more, not estimable with one seed. Read a row as: a difference of d "
-            f"points with seed spread s needs n seeds. Both d and s are estimates from the seeds run, and s "
-            f"from 2 or 3 seeds is rough: treat n as an order of magnitude, and a small n from few seeds as a "
-            f"reason to run a few more, not as a verdict. It is about this test set (the seeds' spread "
-            f"includes evaluation noise; the questions stay fixed).")
+            f"difference_sd: its standard deviation over those seeds. pooled_sd: the spread the power analysis "
+            f"uses, the standard deviations of the model x task's comparisons pooled, each weighted by its degrees "
+            f"of freedom (seeds - 1), separately for runs against runs (kinds control and pair) and for gains "
+            f"(kind base): one comparison's spread from a few seeds is too rough to plan on. effect_size: "
+            f"difference / pooled_sd. seeds_needed: the fewest seeds at which a paired t-test at two-sided level "
+            f"{alpha:g} finds a true difference of that size with probability {power:g} (exact power; report.power); "
+            f"not estimable with one seed. Read a row as: a difference of d points with seed spread s needs n seeds. "
+            f"A large n, or >{max_seeds}, means the difference is not resolvable at this design, never that the "
+            f"two are the same: the pairwise table's equivalence test says whether they are. d is an estimate "
+            f"from the seeds run, and a small observed d makes a large n: treat n as an order of magnitude, and a "
+            f"small n from few seeds as a reason to run a few more, not as a verdict. It is about this test set "
+            f"(the seeds' spread includes evaluation noise; the questions stay fixed).")
 
 
 TABLES = {
