@@ -773,7 +773,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     `margin`: report.equivalence_margin, in points, of the catch-up and pairwise tables' equivalence tests;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
     `power` is the config's report.power (power, alpha, max_seeds) for the power table."""
-    from hardex.report.sharpening import PASS_AT_K_NOTE, pass_at_k_table
+    from hardex.report.sharpening import pass_at_k_note, pass_at_k_table
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
     gains = gain_table(res, level, n_boot, seed, summary)
@@ -800,9 +800,9 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                          "example's raw k of K; the subsets were chosen on those same samples, so it reads low "
                          "for the hardest and high for the easiest (0 for examples never solved). "
                          "expected_learnable_pct_posterior: the same from each example's Beta posterior given "
-                         "its k of K under a prior fitted to the pool's counts (hardex.posterior), which undoes "
-                         "most of that selection bias: on a pool the model sometimes solves, 0 of K is not "
-                         "never. Both predict the base model's groups; training moves the policy away from it, "
+                         "its k of K under a prior fitted to the pool's counts (hardex.posterior), which corrects "
+                         "part of that selection bias, not all of it (on a pool the model sometimes solves, 0 "
+                         "of K is not never): compare both with learnable_pct. Both predict the base model's groups; training moves the policy away from it, "
                          "so the measured learnable % drifts from them as it learns.")
     gains = gain_beyond_controls(gains, summary, res, level, n_boot, seed)
     pairwise = pairwise_table(res, summary, level, n_boot, seed, margin)  # the headline reads its verdicts
@@ -881,7 +881,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                    "generate records none: its mean completion length times its rollouts). Gain as "
                                    f"in accuracy_gain, with its {pct} interval." if budget.height else
                            "No run recorded its rollouts (results from before the count was kept)."),
-        "pass_at_k": (pass_at_k_table(res), PASS_AT_K_NOTE),
+        "pass_at_k": (pass_at_k_table(res, level, seed=seed), pass_at_k_note(level)),
         "rescored": rescored if rescored is not None else
         (pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8}),
          "Not rescored: the completions were not rescored for this report (report.rescoring.rescored_table)."),
