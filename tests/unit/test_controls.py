@@ -270,20 +270,26 @@ def test_gain_beyond_a_control_with_one_seed_is_bootstrapped_over_test_questions
 
 # ---- a shuffled run through TRL ----------------------------------------------------------------------
 
+def two_step_run(tiny_model, smoke_config):
+    """GRPO settings for two steps of 4 prompts x 8 completions, arith's flexible task (it reads the digits
+    the tiny model writes now and then: some rewards are 1) and 8 of its rendered rows."""
+    from hardex.workflow import renderer
+
+    g = check_config(copy.deepcopy(smoke_config))["grpo"]
+    g.update(max_steps=2, save_steps=2, num_generations=8, prompts_per_step=4, max_completion_length=16)
+    task = get_task("arith", "flexible")
+    pool = task.load_split({"name": "pool", "n": 8, "seed": 1, "difficulty": [1, 1]})
+    render = renderer(str(tiny_model), False)
+    return g, task, [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in pool.to_dicts()]
+
+
 def test_a_shuffled_control_trains_with_trl_on_the_shuffled_references(tmp_path, tiny_model, smoke_config):
     """Two GRPO steps on arith examples: every reward is scored against the row's shuffled reference, never
     the example's own, the steps record the mean of those rewards, and a rerun keeps the mapping (it
     resumes the run's checkpoints instead of starting afresh)."""
     from hardex.training import train_grpo
-    from hardex.workflow import renderer
 
-    g = check_config(copy.deepcopy(smoke_config))["grpo"]
-    g.update(max_steps=2, save_steps=2, num_generations=8, prompts_per_step=4, max_completion_length=16)
-    # flexible scoring reads the digits the tiny model writes now and then: some rewards are 1
-    task = get_task("arith", "flexible")
-    pool = task.load_split({"name": "pool", "n": 8, "seed": 1, "difficulty": [1, 1]})
-    render = renderer(str(tiny_model), False)
-    rows = [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in pool.to_dicts()]
+    g, task, rows = two_step_run(tiny_model, smoke_config)
     shuffled, _ = shuffled_rows(rows, 0)
     own = {r["prompt"]: r["answer"] for r in rows}
     reference = {r["prompt"]: r["answer"] for r in shuffled}
@@ -327,14 +333,8 @@ def test_a_random_reward_control_trains_with_trl_on_whole_steps_of_random_reward
     true rate), the steps record the mean of what it paid, and its groups mix where the true reward's
     agree."""
     from hardex.training import train_grpo
-    from hardex.workflow import renderer
 
-    g = check_config(copy.deepcopy(smoke_config))["grpo"]
-    g.update(max_steps=2, save_steps=2, num_generations=8, prompts_per_step=4, max_completion_length=16)
-    task = get_task("arith", "flexible")
-    pool = task.load_split({"name": "pool", "n": 8, "seed": 1, "difficulty": [1, 1]})
-    render = renderer(str(tiny_model), False)
-    rows = [{"prompt": render(task.prompt(r)), "answer": r["answer"]} for r in pool.to_dicts()]
+    g, _, rows = two_step_run(tiny_model, smoke_config)
     batches = []
 
     class Recorded(RandomReward):
