@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 from scipy import integrate, optimize, special, stats
 
+from hardex.report.statistics import holm, paired_t_power, seeds_needed as library_seeds_needed
+
 CONTROLS = ("_format", "_shuffled", "_random_reward")  # hardex.selection.CONTROLS as run-name suffixes
 ALPHA, POWER, MAX_SEEDS = 0.05, 0.8, 1000
 
@@ -169,15 +171,6 @@ def pair_rows(folder: Path) -> list[dict]:
     return rows
 
 
-def holm(ps: list[float]) -> list[float]:
-    order = np.argsort(ps)
-    adj, running = [0.0] * len(ps), 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(ps) - rank) * ps[i]))
-        adj[i] = running
-    return adj
-
-
 def pairs(folder: Path, margin: float) -> None:
     rows = pair_rows(folder)
     if not rows:
@@ -211,25 +204,18 @@ def pairs(folder: Path, margin: float) -> None:
            for r in sorted(rows, key=lambda r: r["p"])]
     print_table(["strategy", "versus", "seeds", "difference", "sd (95 % upper)", "95 % CI", "90 % CI", "p",
                  "p Holm (all)", "p Holm (headline)", "p TOST", "p TOST Holm", "TOST power if level", "verdict"], out)
-    counts = {v: sum(r["verdict"] == v for r in rows) for v in {r["verdict"] for r in rows}}
+    counts = {v: sum(r["verdict"] == v for r in rows) for v in sorted({r["verdict"] for r in rows})}
     print(f"95 % intervals excluding zero, uncorrected: {sum(r['p'] < ALPHA for r in rows)} of {len(rows)}; "
           f"verdicts: {counts}\n")
 
 
 def paired_power(effect: float, n: int) -> float:
-    df, crit = n - 1, stats.t.ppf(1 - ALPHA / 2, n - 1)
-    nc = effect * math.sqrt(n)
-    # the lower tail as sf at -nc: nct.cdf(-crit, df, nc) is NaN for a large nc (scipy 1.17), where it is 0
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.sf(crit, df, -nc))
+    return paired_t_power(effect, n, ALPHA)
 
 
 def seeds_needed(effect: float) -> int | None:
-    """The smallest n >= 2 whose power is >= 0.8 and not NaN; None beyond MAX_SEEDS."""
-    for n in range(2, MAX_SEEDS + 1):
-        pw = paired_power(abs(effect), n)
-        if not math.isnan(pw) and pw >= POWER:
-            return n
-    return None
+    """The report's search at POWER and ALPHA (never NaN taken as enough); None beyond MAX_SEEDS."""
+    return library_seeds_needed(effect, 1.0, POWER, ALPHA, MAX_SEEDS)
 
 
 def tost_power(sd: float, n: int, margin: float) -> float:

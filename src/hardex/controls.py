@@ -7,7 +7,7 @@ mix (rewards that differ within a group) about as often as the true reward's: wi
 scaling and beta 0, a group whose rewards agree carries no gradient, and a control that never mixes never
 trains. The report prints each control's learnable % beside the gain beyond it.
 
-- ``random``: each completion is paid `scale` with probability p, p the true reward's mean over the
+- ``random_reward``: each completion is paid `scale` with probability p, p the true reward's mean over the
   completions scored with it (a step's, on one process), independently of what it says (arXiv 2506.10947's
   random reward, with its rate matched to the true one's). It mixes at least as often as the true reward
   and carries no information: what it buys is what updating on any reward at that rate buys (sharpening,
@@ -140,19 +140,15 @@ def format_score(task, completion: str, reference: str, prompt: str | None = Non
 
 def _after_last(line: str, answer: str, boxed: bool) -> str | None:
     """What follows the answer's last occurrence on `line` (after the box's closing brace where it is
-    boxed), or None where the line does not hold it."""
-    if boxed:
-        i = line.rfind("boxed{")
-        if i < 0:
-            return None
-        depth, j = 0, i + len("boxed")
-        for j in range(j, len(line)):
-            depth += {"{": 1, "}": -1}.get(line[j], 0)
-            if depth == 0:
-                return line[j + 1:]
-        return None
+    boxed: the answer is then the box's content), or None where the line does not hold it."""
     i = line.rfind(answer)
-    return None if i < 0 else line[i + len(answer):]
+    if i < 0:
+        return None
+    after = line[i + len(answer):]
+    if boxed:
+        after = after.lstrip()
+        return after[1:] if after.startswith("}") else None
+    return after
 
 
 def format_reward(task, scale: float = 1.0) -> Reward:
