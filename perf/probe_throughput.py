@@ -140,7 +140,8 @@ def main(argv=None):
 
     import torch
 
-    from hardex.generation.hf import HFGenerator, pick_device, pick_dtype
+    from hardex.devices import pick_device
+    from hardex.generation.hf import HFGenerator, pick_dtype
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -14,17 +14,19 @@ from hardex.config import (
     check_or_exit,
     control_notices,
     decodings,
+    generation_settings,
     grpo_settings,
     probe_settings,
     run_grpo_settings,
-    run_length,
     run_strategies,
     sampling_notices,
     split_spec,
 )
 from hardex.architectures import KEPT as ARCHITECTURES
+from hardex import job_time
+from hardex.schedule import run_length
 from hardex.memory_plan import check_plan_or_exit
-from hardex.gpu_packages import check_packages_or_exit
+from hardex.gpu_packages import check_packages_or_exit, conda_env
 from hardex.model_sources import gguf_file
 from hardex.report import AnalysisError
 from hardex.selection import offline_strategy, parse_tier_strategy, run_strategy_parts
@@ -47,11 +49,6 @@ if workflow.is_main_process:
     for line in sampling_notices(config) + control_notices(config):
         print(f"hardex: notice: {line}", file=sys.stderr)
 
-# the optional packages its GPU settings need (bitsandbytes, deepspeed, vllm): a run stops here without them
-if workflow.is_main_process:
-    # (`conda` may not open a line here: Snakemake would read its keyword)
-    in_conda_envs = "conda" in map(str, workflow.deployment_settings.deployment_method)
-    check_packages_or_exit(config, in_conda_envs)
 
 MODELS = list(config["models"])
 # models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,
@@ -164,31 +161,82 @@ def model_mem_mb(wildcards, attempt):
 
 
 def train_mem_mb(wildcards, attempt):
-    """A train job's host memory: each of its grpo.processes processes loads the model."""
-    return (
-        model_mem_mb(wildcards, attempt)
-        * grpo_settings(config, wildcards.model)["processes"]
-    )
+    """A train job's host memory: compute.mem_mb for each of its grpo.processes processes (Python, torch,
+    CUDA, TRL) and one copy of the model (mem_mb_per_b x size_b), not one per process: from_pretrained
+    maps the safetensors files, whose pages the processes share in the page cache, then moves the weights
+    to each process's GPU (under ZeRO 3 each process loads only its shard)."""
+    c, size = config["compute"], config["models"][wildcards.model]["size_b"]
+    processes = grpo_settings(config, wildcards.model)["processes"]
+    return int((c["mem_mb"] * processes + c["mem_mb_per_b"] * size) * attempt)
 
 
 def model_runtime(wildcards, attempt):
-    c, size = config["compute"], config["models"][wildcards.model]["size_b"]
-    return int((c["runtime_min"] + c["runtime_min_per_b"] * size) * attempt)
+    """Runtime of a model job whose work is not estimated (building, converting a model)."""
+    return job_time.runtime_minutes(config, wildcards.model, None, attempt)
 
 
-# `--sdm conda` environments of the jobs that generate: vLLM has its own (it pins its own torch and
-# transformers), used where the config generates or samples rollouts with it
-GENERATION_ENV = (
-    "../envs/vllm.yaml"
-    if config["generation"]["backend"] == "vllm"
-    else "../envs/generation.yaml"
-)
+# Slurm's -t of the jobs that generate and train: from their work (hardex.job_time), the splits' rows read
+# from their files once they exist (Snakemake sizes a job's resources again when it submits it)
+def pool_file(wildcards):
+    return data_file(config["tasks"][wildcards.task]["pool"])
+
+
+def train_runtime(wildcards, input, attempt):
+    return job_time.train_minutes(
+        config,
+        wildcards.model,
+        wildcards.task,
+        wildcards.strategy,
+        input.subset,
+        pool_file(wildcards),
+        attempt,
+    )
+
+
+def probe_runtime(wildcards, input, attempt):
+    p = probe_settings(config, wildcards.task)
+    prompts = job_time.split_rows(
+        config, config["tasks"][wildcards.task]["pool"], input.pool
+    )
+    work = [(prompts, p["k"], p["max_new_tokens"], p.get("top_p", 1.0))]
+    return job_time.sampling_minutes(config, wildcards.model, work, attempt)
+
+
+def evaluate_base_runtime(wildcards, input, attempt):
+    """Every benchmark once per run seed."""
+    work = job_time.evaluation_work(
+        config, base_benchmark_params(wildcards), input.benchmarks, len(SEEDS)
+    )
+    return job_time.sampling_minutes(config, wildcards.model, work, attempt)
+
+
+def evaluate_run_runtime(wildcards, input, attempt):
+    return job_time.evaluate_run_minutes(
+        config,
+        wildcards.model,
+        wildcards.task,
+        wildcards.strategy,
+        eval_benchmark_params(wildcards),
+        input.benchmarks,
+        pool_file(wildcards),
+        attempt,
+    )
+
+
+# `--sdm conda` environments, chosen by what the config's jobs ask for (hardex.gpu_packages.conda_env), and the
+# optional packages its GPU settings need (bitsandbytes, deepspeed, vllm): a run stops here without them,
+# a dry run shows them (here, or under `--sdm conda` in the environments its jobs will run in)
+GENERATION_ENV = f"../envs/{conda_env(config)}.yaml"
 
 
 def training_env(wildcards):
-    # a vllm-server train job starts `trl vllm-serve` in its own environment: it needs vLLM too
-    vllm = grpo_settings(config, wildcards.model)["rollouts"] in ("vllm", "vllm-server")
-    return "../envs/vllm.yaml" if vllm else "../envs/training.yaml"
+    return f"../envs/{conda_env(config, wildcards.model)}.yaml"
+
+
+if workflow.is_main_process:
+    # (`conda` may not open a line here: Snakemake would read its keyword)
+    in_conda_envs = "conda" in map(str, workflow.deployment_settings.deployment_method)
+    check_packages_or_exit(config, in_conda_envs)
 
 
 MODEL_JOB_THREADS = config["compute"]["threads"]
@@ -211,9 +259,21 @@ def train_gpus(wildcards):
     return MODEL_JOB_GPU * (g["processes"] + server)
 
 
+# a vLLM engine on GPUs runs processes of its own beside the job's (its engine core, a worker per GPU): under
+# Slurm threads become --cpus-per-task, and 1-2 CPUs would time-slice them
+VLLM_ON_GPU = MODEL_JOB_GPU > 0 and config["generation"]["backend"] == "vllm"
+VLLM_ENGINE_CPUS = 2 + config["generation"]["vllm"]["tensor_parallel_size"]
+PROBE_THREADS = max(MODEL_JOB_THREADS, VLLM_ENGINE_CPUS if VLLM_ON_GPU else 0)
+EVALUATE_THREADS = max(RUN_JOB_THREADS, VLLM_ENGINE_CPUS if VLLM_ON_GPU else 0)
+
+
 def train_threads(wildcards):
-    """run_threads for each training process (grpo.processes, hardex.launch)."""
-    return RUN_JOB_THREADS * grpo_settings(config, wildcards.model)["processes"]
+    """run_threads for each training process (grpo.processes, hardex.launch), and on GPUs the CPUs of the run's
+    vLLM engine (in-process: its engine core) or server (its front end, engine core and a worker per GPU).
+    """
+    g = grpo_settings(config, wildcards.model)
+    engine = {"vllm": 1, "vllm-server": 2 + g["vllm_server_gpus"]}.get(g["rollouts"], 0)
+    return RUN_JOB_THREADS * g["processes"] + (engine if MODEL_JOB_GPU > 0 else 0)
 
 
 def every(template, **fields):

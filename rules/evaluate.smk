@@ -12,18 +12,18 @@ rule evaluate_base:
         layout.TIMINGS["evaluate_base"]
     conda:
         GENERATION_ENV
-    threads: RUN_JOB_THREADS
+    threads: EVALUATE_THREADS
     resources:
         gpu=GENERATION_JOB_GPU,
         mem_mb=model_mem_mb,
-        runtime=model_runtime,
+        runtime=evaluate_base_runtime,
     params:
         model=model_params,
         benchmarks=base_benchmark_params,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         eval_seed=config["evaluation"]["seed"],
         seeds=SEEDS,
-        generation=config["generation"],
+        generation=lambda w: generation_settings(config, w.model),
     script:
         "../scripts/evaluate.py"
 
@@ -43,17 +43,17 @@ rule evaluate_run:
         layout.TIMINGS["evaluate_run"]
     conda:
         GENERATION_ENV
-    threads: RUN_JOB_THREADS
+    threads: EVALUATE_THREADS
     resources:
         gpu=GENERATION_JOB_GPU,
         mem_mb=model_mem_mb,
-        runtime=model_runtime,
+        runtime=evaluate_run_runtime,
     params:
         model=model_params,
         benchmarks=eval_benchmark_params,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         eval_seed=config["evaluation"]["seed"],
-        generation=config["generation"],
+        generation=lambda w: generation_settings(config, w.model),
         run_dir=fill(layout.RUN_DIR),
     script:
         "../scripts/evaluate.py"

@@ -13,17 +13,17 @@ rule probe:
         layout.TIMINGS["probe"]
     conda:
         GENERATION_ENV
-    threads: MODEL_JOB_THREADS
+    threads: PROBE_THREADS
     resources:
         gpu=GENERATION_JOB_GPU,
         mem_mb=model_mem_mb,
-        runtime=model_runtime,
+        runtime=probe_runtime,
     params:
         model=model_params,
         family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         settings=lambda w: probe_settings(config, w.task),
-        generation=config["generation"],
+        generation=lambda w: generation_settings(config, w.model),
         work_dir=fill(layout.PROBE_WORK),
     script:
         "../scripts/probe.py"

@@ -21,7 +21,7 @@ rule train:
     resources:
         gpu=train_gpus,
         mem_mb=train_mem_mb,
-        runtime=model_runtime,
+        runtime=train_runtime,
     params:
         model=model_params,
         family=pool_family,

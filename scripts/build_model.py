@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import polars as pl
 
+from hardex.devices import pick_device
 from hardex.io import read_parquet
 from hardex.models import build_model, warmstart_rows
 from hardex.tasks import get_task
@@ -25,5 +26,7 @@ with job_log(snakemake) as log:
             raise ValueError(f"{f}: {overlap} warm-start questions also appear in a pool or test split")
         rows += warmstart_rows(get_task(family), df)
     log(f"warm-start on {len(rows)} examples, disjoint from {len(held_out)} held-out questions")
-    summary = build_model(snakemake.output[0], rows, snakemake.params.arch, snakemake.params.warmstart, log=log)
+    # on the job's GPU where it holds one (compute.gpu: gpu_mini warm-starts 938 steps)
+    summary = build_model(snakemake.output[0], rows, snakemake.params.arch, snakemake.params.warmstart, log=log,
+                          device=pick_device())
     log(summary)

@@ -255,9 +255,16 @@ def _check_gpu_training(where: str, g: dict) -> None:
     if g["quantization"] != "none" and processes > 1:
         raise ConfigError(f"{where}.quantization: {g['quantization']} loads every process's model on the first GPU; "
                           f"train 4-bit weights in one process (processes: 1) or set quantization: none")
-    if g["quantization"] != "none" and g["rollouts"] == "vllm":
-        raise ConfigError(f"{where}.quantization: {g['quantization']} with rollouts: vllm would add the LoRA deltas "
-                          f"to packed 4-bit weights; use rollouts: hardex, trl or vllm-server")
+    if processes > 1 and g["rollouts"] == "vllm":
+        # TRL's own colocate mode starts vLLM with its external_launcher, one engine per rank on its GPU;
+        # hardex's in-process engine does not, so every rank's engine lands on cuda:0
+        raise ConfigError(f"{where}.rollouts: vllm starts an engine in each of the {processes} training processes "
+                          f"(grpo.processes) and every one lands on the first GPU; use processes: 1, or rollouts: "
+                          f"vllm-server, trl or hardex")
+    if g["quantization"] != "none" and g["rollouts"] in ("vllm", "vllm-server"):
+        # TRL merges the adapters into the packed NF4 weights and sends uint8 tensors to a 16-bit engine
+        raise ConfigError(f"{where}.quantization: {g['quantization']} with rollouts: {g['rollouts']} would add the "
+                          f"LoRA deltas to packed 4-bit weights; use rollouts: hardex or trl")
 
 
 def _check_split_fields(datasets: dict) -> None:
@@ -569,9 +576,11 @@ def boundary_strategies(cfg: dict) -> list[str]:
     return [s for s in BOUNDARY_STRATEGIES if s in cfg["selection"]["strategies"]]
 
 
-def run_length(g: dict) -> str:
-    """How long a model's runs train, in words for captions (a number of steps, or epochs per subset)."""
-    return f"{g['epochs']:g} epoch(s) of each subset" if g.get("epochs") else f"{g['max_steps']}"
+def generation_settings(cfg: dict, model: str) -> dict:
+    """The generation section as a model's probe and evaluate jobs run it: its own `token_budget` in place of
+    the shared one where it sets one (a large model's batch must be smaller: hardex.memory_plan)."""
+    own = cfg["models"][model].get("token_budget")
+    return cfg["generation"] if own is None else {**cfg["generation"], "token_budget": own}
 
 
 def grpo_settings(cfg: dict, model: str) -> dict:

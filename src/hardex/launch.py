@@ -19,6 +19,8 @@ from pathlib import Path
 #: grpo.distributed: the accelerate config of TRL's that each names, in order of how much of the training
 #: state each process keeps (hardex.memory_plan reads the order)
 STRATEGIES = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
+#: a resolved grpo.precision as accelerate's --mixed_precision names it
+MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
 
 
 class LaunchError(RuntimeError):
@@ -59,17 +61,24 @@ def die_with_parent() -> None:
 
 
 def launch_command(spec_file: Path, processes: int, strategy: str, use_cpu: bool,
-                   accumulation: int = 1) -> list[str]:
-    """accelerate launch of hardex.train_worker in `processes` processes; on a CPU they train in float32 and
-    meet over gloo (accelerate picks it when the Trainer asks for the CPU). `accumulation`: the trainer's
+                   accumulation: int = 1, precision: str = "fp32") -> list[str]:
+    """accelerate launch of hardex.train_worker in `processes` processes; on a CPU they meet over gloo
+    (accelerate picks it when the Trainer asks for the CPU). `accumulation`: the trainer's
     gradient_accumulation_steps, handed to DeepSpeed, whose config in TRL's zero*.yaml says 1 (transformers
-    refuses the mismatch)."""
+    refuses the mismatch). `precision`: grpo.precision as train_grpo resolved it for this machine (bf16, fp16 or
+    fp32: hardex.precision), passed on as accelerate's mixed precision: TRL's configs say bf16, and the
+    ACCELERATE_MIXED_PRECISION accelerate exports decides the processes' precision wherever the trainer's own
+    asks for none (fp32)."""
     if strategy.startswith(("zero", "fsdp")) and use_cpu:
         raise LaunchError(f"grpo.distributed: {strategy} needs GPUs; on a CPU use multi_gpu (gloo processes)")
     deepspeed = ["--gradient_accumulation_steps", str(accumulation)] if strategy.startswith("zero") else []
+    if precision not in MIXED_PRECISION:
+        raise LaunchError(f"precision {precision!r}: the launcher takes it resolved for this machine (bf16, fp16 or "
+                          f"fp32: hardex.precision.resolve_precision)")
+    mixed = MIXED_PRECISION[precision]
     return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config(strategy)),
             "--num_processes", str(processes), "--num_machines", "1", "--main_process_port", str(free_port()),
-            "--mixed_precision", "no" if use_cpu else "bf16", *deepspeed, "-m", "hardex.train_worker", str(spec_file)]
+            "--mixed_precision", mixed, *deepspeed, "-m", "hardex.train_worker", str(spec_file)]
 
 
 def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, log=print) -> None:
@@ -79,7 +88,7 @@ def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, 
 
     spec_file.write_text(json.dumps(spec))
     cmd = launch_command(spec_file, processes, strategy, use_cpu=not torch.cuda.is_available(),
-                         accumulation=spec["g"]["gradient_accumulation_steps"])
+                         accumulation=spec["g"]["gradient_accumulation_steps"], precision=spec["g"]["precision"])
     log(f"training in {processes} processes ({strategy}): {' '.join(cmd)}")
     sys.stdout.flush()
     sys.stderr.flush()

@@ -21,31 +21,28 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from hardex.architectures import config_of, count_parameters
+from hardex.architectures import count_parameters
 from hardex.generation.sampling import Sampling
 # grpo.distributed, in order of how much of the training state each process keeps: data parallel (all of it),
 # ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
 from hardex.launch import STRATEGIES as DISTRIBUTED
+from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Batch, Shape,
+                                build_architecture, hf_batch, model_architecture, sampling_bytes_per_row)
 
 GIB = 2**30
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 #: the CUDA context, cuBLAS workspaces and the caching allocator's rounding: memory a job holds on the
 #: device that no tensor accounts for (about 0.5 GiB of context on an H100, the rest allowance)
 CUDA_CONTEXT_GIB = 1.0
 #: a CPU job's resident memory before its model loads: Python, torch, transformers, PEFT and TRL imported
 #: (0.49 GiB measured by perf/memory_plan_vs_peak.py); on a CPU the plan estimates host memory
 CPU_PROCESS_GIB = 0.5
-#: padded tokens per rollout batch of the train job: hardex.training.hardex_rollouts' default (train_grpo
-#: passes no budget, so generation.token_budget does not reach it; a test checks the two agree)
-ROLLOUT_TOKEN_BUDGET = 262144
-#: prompts per batch of the rollout generator (HFGenerator's default; hardex_rollouts passes none)
-ROLLOUT_MAX_BATCH_PROMPTS = 256
 #: HFGenerator.effective_token_budget: on a GPU the KV cache of a batch is held to this share of free memory
 HF_KV_SHARE = 0.7
 #: TRL's fused log-prob head (trl.kernels.chunked_logprob): tokens x vocabulary entries per projection tile
@@ -118,77 +115,6 @@ class JobPlan:
 
 
 # ---- architecture ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The sizes of a decoder that memory depends on, from its config.json."""
-
-    hidden: int
-    intermediate: int
-    layers: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-    tied: bool
-    model_type: str
-    max_positions: int | None
-    torch_dtype: str | None
-
-    @classmethod
-    def of(cls, arch: dict) -> Shape:
-        a = {**arch, **(arch.get("text_config") or {})}  # a multimodal config keeps the decoder's sizes apart
-        heads, hidden = int(a["num_attention_heads"]), int(a["hidden_size"])
-        return cls(hidden=hidden, intermediate=int(a["intermediate_size"]), layers=int(a["num_hidden_layers"]),
-                   heads=heads, kv_heads=int(a.get("num_key_value_heads") or heads),
-                   head_dim=int(a.get("head_dim") or hidden // heads), vocab=int(a["vocab_size"]),
-                   tied=bool(a.get("tie_word_embeddings", False)), model_type=str(a.get("model_type", "")),
-                   max_positions=a.get("max_position_embeddings"), torch_dtype=a.get("torch_dtype") or a.get("dtype"))
-
-    @property
-    def q(self) -> int:  # width of the queries (and of attention's output)
-        return self.heads * self.head_dim
-
-    @property
-    def kv(self) -> int:  # width of the keys, and of the values (grouped-query attention: narrower)
-        return self.kv_heads * self.head_dim
-
-    def kv_bytes_per_token(self, nbytes: int) -> int:
-        """A cached token: a key and a value per layer."""
-        return 2 * self.layers * self.kv * nbytes
-
-
-def build_architecture(build_arch: dict) -> dict:
-    """The config.json hardex.models.build_model writes for a `path: build` model: a Qwen3 with as many
-    key/value heads as heads, head_dim = hidden / heads, tied embeddings, float32."""
-    heads = int(build_arch["num_heads"])
-    return {"model_type": "qwen3", "hidden_size": int(build_arch["hidden_size"]),
-            "intermediate_size": int(build_arch["intermediate_size"]),
-            "num_hidden_layers": int(build_arch["num_layers"]), "num_attention_heads": heads,
-            "num_key_value_heads": heads, "head_dim": int(build_arch["hidden_size"]) // heads,
-            "vocab_size": int(build_arch["vocab_size"]), "tie_word_embeddings": True,
-            "max_position_embeddings": int(build_arch.get("max_position_embeddings", 1024)), "torch_dtype": "float32"}
-
-
-def model_architecture(entry: dict) -> tuple[dict | None, str]:
-    """The architecture of a config model and where it came from: `architecture` (a kept hub id), the path
-    as a kept hub id, a local directory's config.json, the build block of `path: build`; else None."""
-    if entry.get("architecture"):
-        arch = config_of(entry["architecture"])
-        if arch is not None:
-            return arch, f"{entry['architecture']} (kept config)"
-    path = str(entry["path"])
-    if path == "build" and entry.get("build"):
-        return build_architecture(entry["build"].get("arch") or {}), "build.arch (a built Qwen3)"
-    if path not in ("build", "gguf", "standin"):
-        arch = config_of(path)
-        if arch is not None:
-            return arch, f"{path} (kept config)"
-        config = Path(path).expanduser() / "config.json"
-        if config.is_file():
-            return json.loads(config.read_text()), f"{config}"
-    return None, f"unknown: {entry.get('size_b')}B parameters (size_b); activations, KV cache and adapters not counted"
 
 
 # ---- parts shared by the estimates ----------------------------------------------------------------
@@ -272,42 +198,6 @@ def prefill_bytes_per_token(s: Shape, nbytes: int, lora: dict | None) -> int:
     else:  # gate; gate and its SiLU; SiLU and up; SiLU, up and their product
         alive += [b * i + adapter("gate_proj"), b * 2 * i, b * 2 * i + adapter("up_proj"), b * 3 * i]
     return 3 * b * h + max(alive)  # + the residual stream: residual, hidden states, normed input
-
-
-def sampling_bytes_per_row(s: Shape, nbytes: int, top_p: float) -> int:
-    """One decode step's logits and hardex's sampler (generation.hf.sample_tokens): the model's logits, the
-    float32 probabilities and their cumulative sum; top_p < 1 adds the sorted copy, its int64 indices and
-    the masked copy."""
-    per_vocab = nbytes + 4 + 4 + 4 + (4 + 8 + 4 if top_p < 1 else 0)
-    return s.vocab * per_vocab
-
-
-@dataclass
-class Batch:
-    """What a transformers generation batch holds (HFGenerator._batches / _generate_batch)."""
-
-    prompts: int
-    rows: int
-    width: int
-    budget: int  # the token budget it was packed under (after the generator's own cap)
-
-    @property
-    def kv_tokens(self) -> int:
-        return self.rows * self.width
-
-    def __str__(self) -> str:
-        return f"{self.rows}x{self.width}"
-
-
-def hf_batch(budget: int, samples: int, prompt_tokens: int, max_new_tokens: int, max_batch_prompts: int,
-             prompts_available: int | None = None) -> Batch:
-    """The largest batch HFGenerator packs: prompts of `prompt_tokens` (the plan's longest) until rows x
-    (prompt + new tokens) would pass the budget, at most max_batch_prompts prompts; at least one."""
-    width = prompt_tokens + max_new_tokens
-    prompts = min(max_batch_prompts, max(1, budget // (samples * width)))
-    if prompts_available is not None:
-        prompts = min(prompts, prompts_available)
-    return Batch(prompts=prompts, rows=prompts * samples, width=width, budget=budget)
 
 
 def hf_generation_parts(s: Shape, nbytes: int, *, budget: int, samples: int, prompt_tokens: int, max_new_tokens: int,
@@ -396,17 +286,28 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     `logprobs`: "fused" (TRL's tiled log-prob head), "full" (materialised logits, older TRL), or "auto"
     (what the installed TRL does). `device`: "cuda", or "cpu" for host memory of a CPU run.
 
-    A step has two phases that do not overlap, and the peak is the larger: the rollouts (the policy samples
-    every completion of the step: KV cache and sampling) and the backward pass of one micro-batch of
-    per_device_train_batch_size = prompts_per_step x num_generations / gradient_accumulation_steps
-    sequences of prompt_tokens + max_completion_length tokens (activations and the log-prob head). The
-    weights, adapters, optimizer state and reference model are held through both.
+    A step has two phases that do not overlap, and the peak is the larger: the rollouts (each process samples
+    its share of the step's completions, prompts_per_step x num_generations / processes: KV cache and
+    sampling; under ZeRO 3 with every weight gathered) and the backward pass of one micro-batch of
+    per_device_train_batch_size = prompts_per_step x num_generations / (gradient_accumulation_steps x
+    processes) sequences of prompt_tokens + max_completion_length tokens (activations and the log-prob
+    head). The weights, adapters, optimizer state and reference model are held through both.
+
+    `dtype` is what the policy loads in (hardex.training.policy_dtype): float32 for a full fine-tune, whose
+    small updates would vanish in bfloat16, bfloat16 under a LoRA adapter's frozen base. Activations, KV
+    cache and logits are counted in it too: under bf16 autocast the matmuls' outputs are bfloat16 but the
+    residual stream, the norms and the rotated keys follow float32 weights, so float32 is an upper bound.
+    DeepSpeed (ZeRO 1-3) is the exception: its bf16 engine casts the module to bfloat16 and keeps float32
+    master weights in its optimizer.
     """
     gpu = device == "cuda"
     nbytes = DTYPE_BYTES[resolve_dtype(dtype, arch)]
     completions = grpo["prompts_per_step"] * grpo["num_generations"]
     processes, strategy = grpo.get("processes", 1), grpo.get("distributed", "multi_gpu")
     micro = completions // (grpo["gradient_accumulation_steps"] * processes)  # per process (hardex.launch)
+    deepspeed = processes > 1 and strategy.startswith("zero")
+    if deepspeed:
+        nbytes = DTYPE_BYTES["bfloat16"]
     # what each of several processes keeps of the full-fine-tuning state: ZeRO 1 shards the optimizer's
     # states, ZeRO 2 also the gradients, ZeRO 3 and FSDP also the weights; data parallel keeps it all
     shard = {k: (processes if strategy in sharded else 1) for k, sharded in
@@ -418,7 +319,8 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     n_params = count_parameters(arch) if arch is not None else int(parameters or 0)
     full = finetune == "full"
 
-    held = {"weights": n_params * nbytes / (shard["weights"] if full else 1)}
+    # ZeRO 3 and FSDP partition every parameter, a LoRA adapter's frozen base too
+    held = {"weights": n_params * nbytes / shard["weights"]}
     if grpo.get("quantization", "none") == "4bit" and s is not None:
         # NF4 (hardex.quantization): the linear layers at half a byte per weight (+ a little for the double-
         # quantized scales); the embeddings and the output head stay in the compute dtype
@@ -438,10 +340,12 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
             held["optimizer (fp32 master + AdamW)"] = DEEPSPEED_FP32_STATE_BYTES * n_params / shard["optimizer"]
         else:
             held["optimizer (AdamW)"] = 2 * n_params * (4 if fsdp else nbytes) / shard["optimizer"]
-        if grpo["beta"] > 0:  # the KL term's frozen reference, a second copy (with LoRA: the base, adapters off)
+        if grpo["beta"] > 0:  # the KL term's frozen reference, a second copy (with LoRA: the base, adapters off),
+            # which TRL loads in the policy's dtype
             held["reference model"] = n_params * nbytes
     elif s is not None:
-        # PEFT keeps adapters in float32 (autocast_adapter_dtype): weights, gradients, AdamW's two states
+        # the adapters train in float32 (PEFT's autocast_adapter_dtype; over 4-bit weights hardex keeps them
+        # float32 where TRL would cast them to bfloat16): weights, gradients, AdamW's two states
         held["adapters (fp32 + grads + AdamW)"] = 16 * adapter_parameters(s, lora)
         unknown = lora_linears(s, lora["target_modules"])[1]
         if unknown:
@@ -449,7 +353,7 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     held.update(_runtime(gpu))
     problems: list[str] = []
     if grpo["rollouts"] == "vllm":
-        from hardex.generation.vllm_backend import COLOCATED_MEMORY_SHARE
+        from hardex.devices import COLOCATED_MEMORY_SHARE
 
         vllm = grpo.get("vllm") or {}
         share = vllm.get("gpu_memory_utilization") or COLOCATED_MEMORY_SHARE["cuda"]
@@ -510,10 +414,18 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     if full:
         backward["gradients"] = n_params * grad_bytes / shard["gradients"]
 
-    # -- phase 2: the rollouts of a step, all completions of it
+    # -- phase 2: the rollouts of a step: each process samples its own prompts (TRL hands each its share)
+    rows, prompts = completions // processes, grpo["prompts_per_step"] // processes
+    gathered = {}
+    if processes > 1 and strategy == "zero3" and (grpo["rollouts"] == "trl" or
+                                                  (grpo["rollouts"] == "vllm-server" and not full)):
+        # TRL's ds3_gather_for_generation (default True) gathers every weight on every process for its generate;
+        # the vLLM weight sync gathers a LoRA model whole to merge its adapters: a full 16-bit copy beside the shard
+        gathered = {"gathered weights (ZeRO 3)": n_params * nbytes}
+        notes.append("ZeRO 3: every weight gathered on each process while it generates")
     free = None
     if gpu and device_gb is not None:
-        free = usable_gib(device_gb) * GIB - sum(held.values())
+        free = usable_gib(device_gb) * GIB - sum(held.values()) - sum(gathered.values())
     rollout: dict[str, float]
     if grpo["rollouts"] == "vllm-server":
         rollout = {}  # a server on GPUs of its own samples
@@ -525,17 +437,18 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
         parts, batch, gen_notes = hf_generation_parts(
             s, nbytes, budget=ROLLOUT_TOKEN_BUDGET, samples=grpo["num_generations"], prompt_tokens=prompt_tokens,
             max_new_tokens=completion, max_batch_prompts=ROLLOUT_MAX_BATCH_PROMPTS, top_p=grpo["top_p"],
-            free_bytes=free, lora=None if full else lora, prompts_available=grpo["prompts_per_step"])
+            free_bytes=free, lora=None if full else lora, prompts_available=prompts)
         rollout = {f"rollout {k}": v for k, v in parts.items()}
         notes += [f"rollouts: batches of {batch} tokens (hardex generator)", *gen_notes]
     else:
-        # TRL's generate: every completion a row, its prompt repeated; transformers' DynamicCache grows by
-        # concatenation (one layer copied at a time) and the sampler works on float32 logits
-        kv = completions * seq * s.kv_bytes_per_token(nbytes)
-        prefill = completions * prompt_tokens * prefill_bytes_per_token(s, nbytes, None if full else lora)
-        logits = completions * s.vocab * 4 * 4
+        # TRL's generate: every completion of the process a row, its prompt repeated; transformers'
+        # DynamicCache grows by concatenation (one layer copied at a time) and the sampler works on float32 logits
+        kv = rows * seq * s.kv_bytes_per_token(nbytes)
+        prefill = rows * prompt_tokens * prefill_bytes_per_token(s, nbytes, None if full else lora)
+        logits = rows * s.vocab * 4 * 4
         rollout = {"rollout KV cache": kv * (1 + 1 / s.layers), "rollout prefill/logits": max(prefill, logits)}
-        notes.append(f"rollouts: TRL generate, {completions} rows")
+        notes.append(f"rollouts: TRL generate, {rows} rows")
+    rollout = {**gathered, **rollout}
     train_peak, rollout_peak = sum(backward.values()), sum(rollout.values())
     if rollout_peak > train_peak:
         notes.append(f"peak in the rollouts; the backward pass needs {train_peak / GIB:.1f} GiB beside the held parts")
@@ -567,7 +480,7 @@ def estimate_generation(arch: dict | None, *, dtype: str, batch_tokens: int, bac
     notes: list[str] = []
     problems: list[str] = []
     if backend == "vllm":
-        from hardex.generation.vllm_backend import MEMORY_SHARE
+        from hardex.devices import MEMORY_SHARE
 
         share = vllm_share or MEMORY_SHARE["cuda"]
         if s is not None:
@@ -638,7 +551,7 @@ def _fits(e: Estimate, device_gb: float) -> bool:
 def plan(cfg: dict) -> list[JobPlan]:
     """One JobPlan per model and job kind (train, probe, evaluate) of a checked config (check_config's
     result: defaults filled). probe and evaluate take the task or benchmark that needs the most memory."""
-    from hardex.config import decodings, grpo_settings, known_split_size, probe_settings
+    from hardex.config import decodings, generation_settings, grpo_settings, known_split_size, probe_settings
 
     compute = cfg.get("compute") or {}
     device_gb = compute.get("gpu_memory_gb")
@@ -651,17 +564,21 @@ def plan(cfg: dict) -> list[JobPlan]:
     for model, entry in cfg["models"].items():
         arch, source = model_architecture(entry)
         parameters = int(round(float(entry.get("size_b") or 0) * 1e9))
-        # what each job loads (hardex.training, generation.hf.pick_dtype): training loads bfloat16 on a GPU and
-        # float32 on a CPU whatever the model's dtype, and the transformers generator reads auto the same way;
-        # vLLM's auto is the config's dtype, a float32 one served in 16 bits
+        # what each job loads, whatever the model's dtype: training (hardex.training.policy_dtype) float32 for a
+        # full fine-tune and under grpo.precision fp32, else bfloat16 on a GPU, and float32 on a CPU (an upper
+        # bound); the transformers generator (generation.hf.pick_dtype) reads auto as bfloat16 on a GPU, float32
+        # on a CPU; vLLM's auto is the config's dtype, a float32 one served in 16 bits
         dtype = entry.get("dtype", "auto")
         hf_dtype = dtype if dtype != "auto" else ("bfloat16" if gpu else "float32")
         vllm_dtype = dtype if dtype != "auto" else "bfloat16"
         g = grpo_settings(cfg, model)
-        jobs = [_Job("train", arch, dict(dtype="bfloat16" if gpu else "float32", finetune=g["finetune"], lora=g["lora"],
+        float32_policy = not gpu or g["finetune"] == "full" or g["precision"] == "fp32"
+        jobs = [_Job("train", arch, dict(dtype="float32" if float32_policy else "bfloat16", finetune=g["finetune"], lora=g["lora"],
                                          grpo=g, prompt_tokens=prompt_tokens, device_gb=checked, parameters=parameters,
                                          device=device))]
-        common = dict(dtype=vllm_dtype if gen["backend"] == "vllm" else hf_dtype, batch_tokens=gen["token_budget"],
+        # the batch the generator packs: the model's own token budget where it sets one, as its jobs run
+        common = dict(dtype=vllm_dtype if gen["backend"] == "vllm" else hf_dtype,
+                      batch_tokens=generation_settings(cfg, model)["token_budget"],
                       backend=gen["backend"], vllm_share=gen["vllm"].get("gpu_memory_utilization"), device_gb=checked,
                       prompt_tokens=prompt_tokens, max_batch_prompts=gen["max_batch_prompts"],
                       max_model_len=gen["vllm"].get("max_model_len"), parameters=parameters, device=device)
@@ -780,7 +697,7 @@ def _fitting_accumulation(job: _Job, device_gb: float, g: dict) -> tuple[int, Es
 def _fitting_share(job: _Job, device_gb: float, g: dict) -> tuple[float, Estimate] | None:
     """The largest vLLM share (in hundredths) below the current one with which the trainer and its engine
     both fit."""
-    from hardex.generation.vllm_backend import COLOCATED_MEMORY_SHARE
+    from hardex.devices import COLOCATED_MEMORY_SHARE
 
     vllm = g.get("vllm") or {}
     current = vllm.get("gpu_memory_utilization") or COLOCATED_MEMORY_SHARE["cuda"]
@@ -811,7 +728,10 @@ def _generation_options(cfg: dict, model: str, job: _Job, device_gb: float, g: d
         while hi - lo > 256:
             mid = (lo + hi) // 2 // 256 * 256
             lo, hi = (mid, hi) if _fits(job.estimate(batch_tokens=mid), device_gb) else (lo, mid)
-        out.append((f"lower generation.token_budget to {lo}", job.estimate(batch_tokens=lo)))
+        own = cfg["models"][model].get("token_budget")
+        text = (f"lower models.{model}.token_budget to {lo}" if own else
+                f"set models.{model}.token_budget: {lo} (or lower generation.token_budget to {lo}, for every model)")
+        out.append((text, job.estimate(batch_tokens=lo)))
     if kw["dtype"] == "float32":
         out.append((f"set models.{model}.dtype: bfloat16", job.estimate(dtype="bfloat16")))
     if job.kind == "evaluate" and kw.get("weight_copies", 1) > 1:

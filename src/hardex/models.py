@@ -14,6 +14,7 @@ import json
 import math
 import random
 import time
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,10 @@ FINGERPRINT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".json", ".model"
 # the records of a build, a conversion (hardex.model_sources) and a stand-in (hardex.rehearsal.standin): timings,
 # which differ between identical models
 FINGERPRINT_SKIP = {"build_summary.json", "source.json", "standin.json"}
+#: files of a hub model that from_pretrained never reads: Meta's original checkpoint beside the safetensors
+#: (original/*.pth, 16 GB for Llama-3.1-8B). Not downloaded, and not fingerprinted, so that a full download and
+#: hardex's give one fingerprint (patterns matched as the hub matches them: fnmatchcase on the repository path)
+HUB_SKIP = ("original/*",)
 _file_digests: dict[tuple[str, int, int], str] = {}
 
 
@@ -97,7 +102,8 @@ def resolve_model(path: str | Path) -> str:
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
     try:
-        return snapshot_download(str(path), allow_patterns=[f"*{s}" for s in FINGERPRINT_SUFFIXES])
+        return snapshot_download(str(path), allow_patterns=[f"*{s}" for s in FINGERPRINT_SUFFIXES],
+                                 ignore_patterns=list(HUB_SKIP))
     except HFValidationError:
         raise ModelError(f"{path}: no such local directory (relative paths start from the working directory) and "
                          f"not a hub id (owner/name)") from None
@@ -118,7 +124,8 @@ def model_fingerprint(path: str | Path) -> str:
     """
     folder = Path(resolve_model(path))
     files = sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in FINGERPRINT_SUFFIXES
-                   and f.name not in FINGERPRINT_SKIP and not any(p.startswith(".") for p in f.relative_to(folder).parts))
+                   and f.name not in FINGERPRINT_SKIP and not any(p.startswith(".") for p in f.relative_to(folder).parts)
+                   and not any(fnmatchcase(f.relative_to(folder).as_posix(), skip) for skip in HUB_SKIP))
     if not any(f.suffix in (".safetensors", ".bin", ".pt", ".pth") for f in files):
         raise FileNotFoundError(f"{path}: no model weights (*.safetensors, *.bin) in {folder}")
     h = hashlib.sha256()
@@ -166,12 +173,14 @@ def build_model(
     arch: dict[str, Any],
     warmstart: dict[str, Any],
     log=print,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Build the tiny Qwen3, warm-start it on (prompt, solution) rows, save model and tokenizer.
 
     `sft_rows` items have `prompt` (the rendered prompt text) and `solution` (the target
-    completion). Returns a summary (parameters, final loss, seconds) that is also saved as
-    `build_summary.json` beside the weights.
+    completion). Returns a summary (parameters, final loss, seconds, device) that is also saved as
+    `build_summary.json` beside the weights. The warm start runs in float32 on `device` (the build job
+    passes its GPU where it has one: on one CPU thread gpu_mini's takes hours).
     """
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
@@ -197,9 +206,9 @@ def build_model(
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    model = Qwen3ForCausalLM(config)
+    model = Qwen3ForCausalLM(config).to(device)  # initialised on the CPU: the same starting weights on either device
     n_params = sum(p.numel() for p in model.parameters())
-    log(f"built Qwen3: {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}")
+    log(f"built Qwen3: {n_params / 1e6:.2f}M parameters, vocab {len(tokenizer)}, warm start on {device}")
 
     # sequences = prompt + solution + EOS; loss on the completion only
     examples = []
@@ -228,7 +237,7 @@ def build_model(
             input_ids[i, : len(ids)] = torch.tensor(ids)
             labels[i, n_prompt : len(ids)] = torch.tensor(ids[n_prompt:])
             attn[i, : len(ids)] = 1
-        loss = model(input_ids=input_ids, attention_mask=attn, labels=labels).loss
+        loss = model(input_ids=input_ids.to(device), attention_mask=attn.to(device), labels=labels.to(device)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -252,6 +261,7 @@ def build_model(
         "steps": total,
         "final_loss": loss_ema,
         "seconds": round(time.time() - t0, 1),
+        "device": device,
     }
     (out / "build_summary.json").write_text(json.dumps(summary, indent=2))
     return summary

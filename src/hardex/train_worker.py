@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from hardex.controls import run_reward
+from hardex.devices import hold_to_share
 from hardex.launch import die_with_parent
 from hardex.tasks import get_task
 from hardex.training import fit, task_reward
@@ -17,6 +18,7 @@ from hardex.training import fit, task_reward
 
 def main(spec_file: str) -> None:
     die_with_parent()  # torch's launcher gave this process a session of its own: go when it goes
+    hold_to_share()  # accelerate's ranks do not pass through the job's setup (hardex.workflow.job_log)
     spec = json.loads(Path(spec_file).read_text())
     reward = spec["reward"]
     # a control's reward (hardex.controls); shuffled references came with the rows

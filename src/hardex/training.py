@@ -28,9 +28,12 @@ from typing import Any, Callable
 
 import polars as pl
 
+from hardex.devices import cuda_available
 from hardex.io import checkpoint_steps, settings_hash, write_json_atomic, write_parquet_atomic
 from hardex.metrics import learnable_pct
+from hardex.precision import DTYPE_NAMES, resolve_precision, torch_dtype
 from hardex.quantization import quantization_config
+from hardex.schedule import run_steps
 from hardex.tracking import tracker_args
 
 STEP_RECORD = "steps.jsonl"  # beside the checkpoints: one JSON line per step, appended as it ends
@@ -87,6 +90,7 @@ def _step_recorder(path: Path, counts: Callable[[], dict[str, Any]]):
 
         def __init__(self):
             self.t0 = time.time()
+            self.counts = counts  # the step's counts, as on_log reads them
 
         def on_step_begin(self, args, state, control, **kw):
             self.t0 = time.time()
@@ -132,16 +136,23 @@ def summed_over_processes(counts: dict[str, Any], device=None) -> dict[str, Any]
     return out
 
 
+def trl_rollout_counts(g: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+    """The step counts of TRL's own rollouts (its generate, or its vLLM server), which train on every completion
+    of a step: each process counts its share of the step's prompts_per_step x num_generations completions (its
+    slice of the batch), so that their sum over the processes (summed_over_processes) is the step's."""
+    import torch.distributed as dist
+
+    per_step = g["prompts_per_step"] * g["num_generations"]
+
+    def counts() -> dict[str, Any]:
+        processes = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+        return {"rollouts_generated": per_step // processes, "rollouts_discarded": 0}  # config: it divides
+
+    return counts
+
+
 class TrainingError(RuntimeError):
     """A run that cannot train as configured; str() says why and what to change."""
-
-
-def run_steps(g: dict[str, Any], n_examples: int) -> int:
-    """Optimizer steps of a run: `max_steps`, or with `grpo.epochs` as many steps as that many passes
-    over the subset take (paper 2 trains each tier on its own epoch-based budget)."""
-    if g.get("epochs"):
-        return max(1, math.ceil(g["epochs"] * n_examples / g["prompts_per_step"]))
-    return g["max_steps"]
 
 
 def rows_per_epoch(rows: list[dict[str, Any]], g: dict[str, Any]) -> list[dict[str, Any]]:
@@ -194,13 +205,25 @@ def check_lora_targets(model, targets: list[str], model_path: str) -> None:
 
 
 def _trainer_class():
+    import torch
     from trl import GRPOTrainer
 
     from hardex.models import encode_prompt
 
     class Trainer(GRPOTrainer):
         """TRL's GRPOTrainer, tokenizing prompts as probing and evaluation do (`encode_prompt`):
-        TRL would add special tokens to text that already holds them (two BOS for Llama 3)."""
+        TRL would add special tokens to text that already holds them (two BOS for Llama 3); and training a
+        quantized model's LoRA adapters in float32."""
+
+        def __init__(self, model, *args, **kwargs):
+            super().__init__(model, *args, **kwargs)
+            # TRL casts the trainable parameters of a 4- or 8-bit model to bfloat16 (QLoRA's recipe), and torch's
+            # AdamW keeps no float32 copy: at GRPO's learning rates most updates would round away. Cast back
+            # before train() creates the optimizer (autocast still computes in the run's precision).
+            if getattr(model, "is_loaded_in_4bit", False) or getattr(model, "is_loaded_in_8bit", False):
+                for param in self.model.parameters():
+                    if param.requires_grad and param.dtype != torch.float32:
+                        param.data = param.data.float()
 
         def _tokenize_prompts(self, prompts: list):
             if not isinstance(prompts[0], str):
@@ -295,12 +318,16 @@ def hardex_rollouts(g: dict[str, Any], seed: int, rows: list[dict[str, Any]] | N
         if vllm:
             from hardex.generation.vllm_backend import VLLMGenerator
 
-            dtype = str(next(model.parameters()).dtype).removeprefix("torch.")  # the engine samples what is trained
+            # the engine samples in the precision the policy computes in (its weights may be float32 master copies)
+            dtype = DTYPE_NAMES[training_precision(g, use_cpu=next(model.parameters()).device.type == "cpu")]
             return VLLMGenerator(str(model.name_or_path), dtype=dtype, seed=seed, progress=False, in_process=True,
                                  tokenizer=trainer.processing_class, **g["vllm"])
         from hardex.generation.hf import HFGenerator
 
-        return HFGenerator(str(model.name_or_path), model=model, tokenizer=trainer.processing_class,
+        # it samples the weights as they are (float32 under full fine-tuning, as on a CPU): their dtype sizes the
+        # KV cache its token budget is checked against
+        dtype = str(next(p.dtype for p in model.parameters() if p.is_floating_point())).removeprefix("torch.")
+        return HFGenerator(str(model.name_or_path), model=model, tokenizer=trainer.processing_class, dtype=dtype,
                            token_budget=token_budget, progress=False)
 
     answer_of = {r["prompt"]: r["answer"] for r in rows or []}
@@ -396,23 +423,23 @@ SAME_NAME_IN_TRL = ("gradient_accumulation_steps", "num_generations", "learning_
 
 
 def training_precision(g: dict[str, Any], use_cpu: bool) -> str:
-    """grpo.precision, `auto` resolved: bf16 on a GPU and on a CPU with hardware bfloat16, fp32 on other CPUs."""
-    from hardex.generation.hf import cpu_bfloat16
-
-    if g["precision"] != "auto":
-        return g["precision"]
-    return "bf16" if not use_cpu or cpu_bfloat16() else "fp32"
+    """grpo.precision resolved for this machine (hardex.precision.resolve_precision): `auto` is bf16 on a GPU of
+    compute capability 8.0 or above and on a CPU with hardware bfloat16, fp32 elsewhere; bf16 on an older GPU
+    is refused (PrecisionError)."""
+    return resolve_precision(g["precision"], use_cpu)
 
 
 def policy_dtype(g: dict[str, Any], use_cpu: bool):
-    """The dtype the policy's weights load in: bfloat16 under bf16 or fp16 autocast, float32 under fp32. On a
-    CPU the weights the optimizer updates (full fine-tuning) stay float32 under autocast: its small steps
-    would vanish in bfloat16's 8 bits; LoRA's frozen base is bfloat16 (its adapters are float32, PEFT's default)."""
+    """The dtype the policy's weights load in. The weights the optimizer updates (full fine-tuning) are float32
+    under any precision, on a CPU as on a GPU: torch's AdamW keeps no float32 copy of a 16-bit weight, and
+    its small steps would vanish in bfloat16's 8 bits (or overflow fp16's loss scaling); autocast computes
+    in 16 bits all the same. LoRA's frozen base loads in the precision's dtype (bfloat16, float16 or float32);
+    its adapters are float32 (PEFT's default, restored after TRL's cast for a quantized base: _trainer_class)."""
     import torch
 
-    if training_precision(g, use_cpu) == "fp32" or (use_cpu and g["finetune"] == "full"):
+    if g["finetune"] == "full":
         return torch.float32
-    return torch.bfloat16
+    return torch_dtype(training_precision(g, use_cpu))
 
 
 def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, extra: dict | None = None):
@@ -476,16 +503,18 @@ def train_grpo(
     that many processes through accelerate (hardex.launch), which rebuild the reward from `reward`
     (family, scoring, scale and the control, hardex.controls: hardex.train_worker).
     """
-    import torch
 
     steps_total = run_steps(g, len(rows))
     rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written
     ckpt_dir = run_dir / "checkpoints"
     record = ckpt_dir / STEP_RECORD
-    # `auto` precision differs by machine: the precision it resolves to here is what the checkpoints hold
-    precision = training_precision(g, use_cpu=not torch.cuda.is_available())
+    # `auto` precision differs by machine: resolved once, here (the checkpoints hold it); the server, the
+    # launcher and every training process take the resolved value. Asked without starting CUDA: a vllm-server
+    # run narrows the training GPUs below, and the driver reads CUDA_VISIBLE_DEVICES once, when it starts
+    precision = training_precision(g, use_cpu=not cuda_available())
     log(f"precision {precision}" + (" (auto)" if g["precision"] == "auto" else " (grpo.precision)"))
-    computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED} | {"precision": precision}
+    g = {**g, "precision": precision}
+    computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED}
     tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": computed, "seed": seed,
                          "data": [(r["prompt"], r["answer"]) for r in rows]})
     marker = ckpt_dir / "settings.json"
@@ -553,7 +582,8 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    quantized = quantization_config(g["quantization"], use_cpu)  # refused here on a CPU, before the model loads
+    # refused here on a CPU, before the model loads
+    quantized = quantization_config(g["quantization"], use_cpu, torch_dtype(training_precision(g, use_cpu)))
     # the GRPOConfig first: under ZeRO 3 it registers DeepSpeed's init hook (transformers'
     # is_deepspeed_zero3_enabled), so that from_pretrained loads each process's shard, not the whole model
     args = grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, trainer_args)
@@ -588,8 +618,7 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         rollouts = hardex_rollouts(g, seed, rows, reward_fn)
         counts = rollouts.counts
     else:  # TRL's generate, or its vLLM server: every completion of the step is trained on
-        per_step = g["prompts_per_step"] * g["num_generations"]
-        counts = lambda: {"rollouts_generated": per_step, "rollouts_discarded": 0}  # noqa: E731
+        counts = trl_rollout_counts(g)
     trainer = _trainer_class()(
         model=model,
         reward_funcs=reward,

@@ -38,11 +38,17 @@ def split_gpus(visible: list[str], processes: int, server_gpus: int) -> tuple[li
 
 def server_command(model_path: str, g: dict[str, Any], port: int) -> list[str]:
     """`trl vllm-serve` for the run's model: tensor parallel over its GPUs, the engine settings of
-    generation.vllm."""
+    generation.vllm, sampling in the dtype the policy computes in (grpo.precision, hardex.precision)."""
+    from hardex.devices import gpu_share, memory_utilization
+    from hardex.precision import DTYPE_NAMES, resolve_precision
+
     vllm = g.get("vllm") or {}
+    dtype = DTYPE_NAMES[resolve_precision(g.get("precision", "auto"), use_cpu=False)]
     cmd = [sys.executable, "-m", "trl.cli.main", "vllm-serve", "--model", str(model_path), "--host", "127.0.0.1",
            "--port", str(port), "--tensor_parallel_size", str(g["vllm_server_gpus"]),
-           "--gpu_memory_utilization", str(vllm.get("gpu_memory_utilization") or 0.9), "--dtype", "bfloat16"]
+           "--dtype", dtype,
+           # the server's GPUs are the job's own, shared with other jobs where HARDEX_JOBS_PER_GPU says so
+           "--gpu_memory_utilization", str(memory_utilization(vllm.get("gpu_memory_utilization"), gpu_share=gpu_share()))]
     if vllm.get("max_model_len"):
         cmd += ["--max_model_len", str(vllm["max_model_len"])]
     return cmd

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from hardex.devices import claim_gpus
+from hardex.devices import gpu_job
 
 
 @contextlib.contextmanager
@@ -29,8 +29,8 @@ def job_log(snakemake):
         t0 = time.time()
         print(f"[hardex] rule {snakemake.rule} wildcards {dict(snakemake.wildcards)}", flush=True)
         try:
-            # the job's own GPUs, before anything starts CUDA (hardex.devices)
-            with claim_gpus(gpus, log=lambda line: print(line, flush=True)):
+            # the job's own GPUs before anything starts CUDA, usable and held to its share (hardex.devices.gpu_job)
+            with gpu_job(gpus, log=lambda line: print(line, flush=True)):
                 yield lambda *a: print(*a, flush=True)
         except BaseException:
             import traceback
@@ -47,7 +47,7 @@ def _peaks() -> str:
     used CUDA, the GPU memory its tensors took and the allocator reserved."""
     host = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     torch = sys.modules.get("torch")  # never import torch just to ask
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+    if torch is None or not torch.cuda.is_initialized():
         return f", peak host memory {host:.2f} GiB"
     return (f", peak host memory {host:.2f} GiB, peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB "
             f"({torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved)")
@@ -80,12 +80,15 @@ def renderer(tokenizer_path: str, chat: bool):
 
 def work_identity(model: dict, task, generation: dict | None = None) -> dict:
     """What decides a job's reusable work besides its settings and rows (params `model` and
-    `generation` of a rule, and its task): the model's files, its dtype, the scorer and the backend."""
+    `generation` of a rule, and its task): the model's files, its dtype, the scorer and the backend. The
+    transformers backend's `auto` dtype is resolved (hardex.generation.hf.pick_dtype): it differs by machine,
+    and a float32 CPU run's probe chunks must not be reused by a bfloat16 GPU run's."""
     from hardex.models import model_fingerprint
 
     dtype = model["dtype"]
-    if dtype == "auto" and generation is not None and generation["backend"] == "hf":  # resolved: it differs by machine
-        from hardex.generation.hf import pick_device, pick_dtype
+    if dtype == "auto" and generation is not None and generation["backend"] == "transformers":
+        from hardex.devices import pick_device
+        from hardex.generation.hf import pick_dtype
 
         dtype = str(pick_dtype(dtype, pick_device())).removeprefix("torch.")
     identity = {"model": model_fingerprint(model["path"]), "dtype": dtype, "scorer": [task.name, task.scoring]}

@@ -344,3 +344,73 @@ def test_4bit_base_weights_take_about_a_quarter_of_bfloat16():
     bf16 = estimate_train(QWEN3_14B, grpo=grpo(), **args)
     nf4 = estimate_train(QWEN3_14B, grpo=grpo(quantization="4bit"), **args)
     assert 0.25 < nf4.parts["weights"] / bf16.parts["weights"] < 0.35  # embeddings and head stay in bfloat16
+
+
+# ---- issue 43: what each process holds while it generates, and the dtype the train job loads ----
+
+
+def test_under_zero3_trls_generate_gathers_every_weight_and_samples_only_its_own_share():
+    # TRL's ds3_gather_for_generation (default True): each process holds the whole bfloat16 model while it
+    # generates; the completions it samples are its own share of the step (256 / 8), not the step's 256
+    args = dict(dtype="bfloat16", finetune="full", lora=LORA, prompt_tokens=512, device_gb=80)
+    n, per_token = count_parameters(QWEN3_14B), 2 * 40 * 8 * 128 * 2
+    zero3 = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, rollouts="trl", processes=8,
+                                                distributed="zero3"), **args)
+    assert zero3.parts["gathered weights (ZeRO 3)"] == pytest.approx(2 * n / GIB)
+    assert zero3.parts["rollout KV cache"] == pytest.approx(256 // 8 * 762 * per_token * (1 + 1 / 40) / GIB)
+    assert "rollouts: TRL generate, 32 rows" in zero3.notes
+    one = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, rollouts="trl"), **args)
+    assert "rollouts: TRL generate, 256 rows" in one.notes and "gathered weights (ZeRO 3)" not in one.parts
+    # ZeRO 2 keeps whole weights: nothing to gather
+    zero2 = estimate_train(QWEN3_14B, grpo=grpo(finetune="full", beta=0.0, rollouts="trl", processes=8,
+                                                distributed="zero2"), **args)
+    assert "gathered weights (ZeRO 3)" not in zero2.parts
+
+
+def test_hardex_rollouts_of_several_processes_batch_only_their_own_prompts():
+    args = dict(dtype="bfloat16", finetune="lora", lora=LORA, prompt_tokens=512, device_gb=80)
+    one = estimate_train(QWEN3_4B, grpo=grpo(), **args)
+    two = estimate_train(QWEN3_4B, grpo=grpo(processes=2), **args)
+    assert "batches of 256x762" in " ".join(one.notes) and "batches of 128x762" in " ".join(two.notes)
+    assert two.parts["rollout KV cache"] == pytest.approx(one.parts["rollout KV cache"] / 2)
+
+
+def test_a_full_fine_tune_on_a_gpu_is_planned_in_float32_and_lora_over_bfloat16(checked):
+    # hardex.training.policy_dtype: a full fine-tune loads float32 weights on a GPU as on a CPU (bf16 autocast);
+    # its gradients, AdamW's moments and TRL's reference model follow the weights' dtype
+    model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
+    n = count_parameters(QWEN3_4B)
+    full = checked(hub_model_config(model, finetune="full", beta=0.1), gpu=1, gpu_memory_gb=141)
+    train = next(p for p in plan(full) if p.kind == "train").estimate
+    assert train.parts["weights"] == pytest.approx(4 * n / GIB)
+    assert train.parts["optimizer (AdamW)"] == pytest.approx(8 * n / GIB)
+    assert train.parts["reference model"] == pytest.approx(4 * n / GIB)
+    lora = checked(hub_model_config(model, finetune="lora"), gpu=1, gpu_memory_gb=80)
+    assert next(p for p in plan(lora) if p.kind == "train").estimate.parts["weights"] == pytest.approx(2 * n / GIB)
+    fp32 = checked(hub_model_config(model, finetune="lora", precision="fp32"), gpu=1, gpu_memory_gb=80)
+    assert next(p for p in plan(fp32) if p.kind == "train").estimate.parts["weights"] == pytest.approx(4 * n / GIB)
+
+
+@pytest.mark.parametrize("finetune, precision", [("full", "bf16"), ("full", "auto"), ("lora", "bf16"),
+                                                 ("lora", "fp32")])
+def test_the_plans_train_dtype_is_the_one_training_loads(checked, finetune, precision):
+    import torch
+
+    from hardex.config import grpo_settings
+    from hardex.training import policy_dtype
+
+    model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
+    cfg = checked(hub_model_config(model, finetune=finetune, precision=precision), gpu=1, gpu_memory_gb=141)
+    weights = next(p for p in plan(cfg) if p.kind == "train").estimate.parts["weights"]
+    loaded = policy_dtype(grpo_settings(cfg, "qwen3-14b"), use_cpu=False)
+    assert weights == pytest.approx(torch.finfo(loaded).bits // 8 * count_parameters(QWEN3_4B) / GIB)
+
+
+def test_4bit_adapters_are_planned_in_float32():
+    # hardex keeps a QLoRA model's adapters float32 (TRL 1.16 would cast them to bfloat16): 16 bytes each
+    e = estimate_train(QWEN3_14B, dtype="bfloat16", finetune="lora", lora=LORA, grpo=grpo(quantization="4bit"),
+                       prompt_tokens=512, device_gb=80)
+    from hardex.memory_plan import Shape, adapter_parameters
+
+    assert e.parts["adapters (fp32 + grads + AdamW)"] == pytest.approx(
+        16 * adapter_parameters(Shape.of(QWEN3_14B), LORA) / GIB)

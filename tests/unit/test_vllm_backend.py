@@ -223,6 +223,9 @@ def stub_vllm(monkeypatch):
     lora = types.ModuleType("vllm.lora")
     request = types.ModuleType("vllm.lora.request")
     request.LoRARequest = LoRARequest
+    platforms = types.ModuleType("vllm.platforms")  # where vLLM says which device it runs on: here a CPU
+    platforms.current_platform = types.SimpleNamespace(is_cpu=lambda: True)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
     monkeypatch.setitem(sys.modules, "vllm", vllm)
     monkeypatch.setitem(sys.modules, "vllm.lora", lora)
     monkeypatch.setitem(sys.modules, "vllm.lora.request", request)

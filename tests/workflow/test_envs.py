@@ -43,7 +43,8 @@ def test_env_pins_lie_in_pyproject_ranges(env_file):
 
 
 def test_envs_cover_the_stages():
-    assert {e.stem for e in ENVS} == {"generation", "training", "analysis", "vllm"}
+    # training and vLLM in a CPU build and a GPU build (-gpu: the same pins, a GPU post-deploy script)
+    assert {e.stem for e in ENVS} == {"generation", "training", "analysis", "vllm", "training-gpu", "vllm-gpu"}
 
 
 def test_lint_is_clean():
@@ -54,14 +55,17 @@ def test_lint_is_clean():
     assert "Congratulations, your workflow is in a good condition!" in res.stdout + res.stderr, res.stdout[-3000:]
 
 
-def envs_in_use(tmp_path, *config: str) -> set[str]:
+def envs_in_use(tmp_path, *config: str, gpu: int = 0) -> set[str]:
     """The environments the jobs of a config would run in, as Snakemake resolves them: `--containerize`
-    names each one it hashes, before it asks for conda (absent here, so the command then fails)."""
-    (tmp_path / "config.yaml").write_text(BUILT_CONFIG.read_text())
+    names each one it hashes, before it asks for conda (absent here, so the command then fails). `gpu`:
+    compute.gpu."""
+    cfg = yaml.safe_load(BUILT_CONFIG.read_text())
+    cfg.setdefault("compute", {})["gpu"] = gpu
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--containerize"]
     res = subprocess.run(cmd + (["--config", *config] if config else []), cwd=tmp_path, capture_output=True,
                          text=True)
-    return set(re.findall(r"Hashing conda environment \S*envs/(\w+)\.yaml", res.stdout + res.stderr))
+    return set(re.findall(r"Hashing conda environment \S*envs/([\w-]+)\.yaml", res.stdout + res.stderr))
 
 
 def test_every_job_has_its_stage_env_and_vllm_jobs_get_vllms(tmp_path):
@@ -72,6 +76,13 @@ def test_every_job_has_its_stage_env_and_vllm_jobs_get_vllms(tmp_path):
     assert envs_in_use(tmp_path, 'grpo={"rollouts": "vllm"}') == {"generation", "analysis", "vllm"}
     # a vllm-server train job starts `trl vllm-serve` in its own environment
     assert envs_in_use(tmp_path, 'grpo={"rollouts": "vllm-server"}') == {"generation", "analysis", "vllm"}
+
+
+def test_gpu_jobs_get_the_gpu_builds_whatever_machine_builds_them(tmp_path):
+    # compute.gpu, not nvidia-smi on the machine that creates the environments (a login node has none)
+    assert envs_in_use(tmp_path, gpu=1) == {"generation", "training-gpu", "analysis"}
+    assert envs_in_use(tmp_path, 'generation={"backend": "vllm"}', 'grpo={"rollouts": "vllm-server"}', gpu=1) == {
+        "generation", "analysis", "vllm-gpu"}
 
 
 def test_vllm_post_deploy_script_parses_and_removes_what_breaks_transformers():

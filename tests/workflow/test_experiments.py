@@ -272,6 +272,11 @@ def test_jobs_ask_for_a_gpu_per_training_process_and_per_tensor_parallel_rank(tm
     assert gpus["train"] == "2" and gpus["probe"] == "4" and gpus["evaluate_run"] == "4"
     threads = re.findall(r"rule train:\n(?:    .*\n)*?    threads: (\d+)", res.stdout)
     assert threads and set(threads) == {"6"}
-    # host memory: each training process loads the model (issue 35)
+    # a vLLM engine over 4 GPUs runs its engine core and 4 workers beside the job: 2 + 4 CPUs, not run_threads' 3
+    for rule in ("probe", "evaluate_run"):
+        threads = re.findall(rf"rule {rule}:\n(?:    .*\n)*?    threads: (\d+)", res.stdout)
+        assert threads and set(threads) == {"6"}, rule
+    # host memory: compute.mem_mb (4000 by default) for each training process, the model's pages once (they
+    # share the mapped weight files: issue 43)
     mem = {rule: int(re.search(r"mem_mb=(\d+)", r).group(1)) for rule, r in jobs if "mem_mb=" in r}
-    assert mem["train"] == 2 * mem["probe"]
+    assert mem["train"] == mem["probe"] + 4000

@@ -34,6 +34,7 @@ def test_concurrent_gpu_jobs_never_share_a_gpu_and_every_gpu_is_used(tmp_path, m
     # 4 runs (hard, easy, random, hard_online): 4 train and 4 evaluate_run jobs besides build and probe
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("HARDEX_GPUS", "0,1,2,3")
+    monkeypatch.setenv("HARDEX_ALLOW_CPU", "1")  # the fake node's GPU jobs run on this CPU (hardex.devices)
     monkeypatch.setenv("HARDEX_GPU_LOCKS", str(tmp_path / "locks"))
     res = snakemake(tmp_path, "--cores", "4", "--resources", "gpu=4", "--until", "evaluate_run")
     assert res.returncode == 0, res.stderr[-4000:]

@@ -109,7 +109,8 @@ def _job_environment() -> dict:
     """This environment without the Slurm variables of any job we run in; sbatch --export=ALL (the plugin's
     default) hands it to every job."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "SRUN_"))}
-    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    # HARDEX_ALLOW_CPU: the test node's GPU jobs run on its CPU (hardex.devices stops them otherwise)
+    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", HARDEX_ALLOW_CPU="1")
     return env
 
 

@@ -26,8 +26,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -35,38 +33,20 @@ import numpy as np
 
 from hardex.generation.sampling import Sampling
 from hardex.models import encode_prompt
+from hardex.devices import gpu_share, pick_device
+from hardex.precision import resolve_precision, torch_dtype
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-def pick_device(device: str | None = None) -> str:
-    import torch
-
-    if device and device != "auto":
-        return device
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def cpu_bfloat16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX, read from /proc/cpuinfo): there
-    torch's bfloat16 matmul ran about 4x float32's (docs/performance.md); elsewhere it is emulated, slower.
-    HARDEX_CPU_BFLOAT16=0 or 1 overrides the answer (a test, a CPU the flags misreport)."""
-    forced = os.environ.get("HARDEX_CPU_BFLOAT16")
-    if forced in ("0", "1"):
-        return forced == "1"
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:  # not Linux: no way to tell, take the safe float32
-        return False
-    return re.search(r"\b(avx512_bf16|amx_bf16)\b", flags) is not None
-
-
 def pick_dtype(dtype: str, device: str):
-    """`auto`: bfloat16 on a GPU and on a CPU with hardware bfloat16 (the fast path), float32 on other CPUs."""
+    """The torch dtype for a model's `dtype` setting on `device`: `auto` is the precision
+    hardex.precision.resolve_precision gives the device (bfloat16 on a GPU that has it in hardware and on a
+    CPU with hardware bfloat16, float32 elsewhere, an older GPU included)."""
     import torch
 
     if dtype == "auto":
-        return torch.bfloat16 if str(device).startswith("cuda") or cpu_bfloat16() else torch.float32
+        return torch_dtype(resolve_precision("auto", use_cpu=not str(device).startswith("cuda")))
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
 
 
@@ -279,7 +259,8 @@ class HFGenerator:
         return nullcontext()
 
     def effective_token_budget(self) -> int:
-        """`token_budget`, lowered on a GPU to what the KV cache can take in 70% of free memory."""
+        """`token_budget`, lowered on a GPU to what the KV cache can take in 70% of free memory (of the job's
+        share of the card, where jobs share it)."""
         budget = int(self.token_budget)
         if not str(self.device).startswith("cuda"):
             return budget
@@ -288,7 +269,9 @@ class HFGenerator:
             heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
             head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
             per_token = 2 * cfg.num_hidden_layers * heads * head_dim * self._torch.finfo(self.dtype).bits // 8
-            free, _ = self._torch.cuda.mem_get_info(self.device)
+            free, total = self._torch.cuda.mem_get_info(self.device)
+            # where jobs share the card, this one's slice (hardex.devices.hold_to_share caps the allocator there)
+            free = min(free, total * gpu_share() - self._torch.cuda.memory_reserved(self.device))
             return max(1, min(budget, int(0.7 * free / per_token)))
         except Exception:  # an unusual config: keep the configured budget
             return budget

@@ -24,6 +24,12 @@ request (n = 1) with a seed derived from that triple, so a sample does not depen
 prompts share the call or on how many rounds an adaptive prober splits its samples into; vLLM's
 prefix cache computes the shared prompt once. vLLM's samples are not the transformers backend's
 (different kernels and samplers): the same seed gives the same text within one backend only.
+The price: vLLM draws the noise of a request with its own seed row by row (one small kernel per
+seeded request and step, where unseeded requests share one). The engine's seed alone (`LLM(seed=)`,
+set too) would not keep what the streams give: a request's noise would then depend on which requests
+share its batches, so a chunk resumed after a kill, another chunk size or another adaptive round
+would draw other samples, and the engine process schedules batches on its own clock (vLLM's
+reproducibility notes: only in-process scheduling or batch invariance make such runs repeat).
 `token_budget` and `max_batch_prompts` are the transformers backend's batching knobs; vLLM
 schedules its own batches and ignores them.
 
@@ -36,9 +42,11 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
+from hardex import devices
 from hardex.generation.sampling import Sampling
 from hardex.models import encode_prompt
 
@@ -135,14 +143,6 @@ def discover_adapter(path: str | Path) -> dict[str, Any] | None:
     }
 
 
-#: memory share of the engine on each device when the config leaves it null. On CPU vLLM reads it as a
-#: share of the host's (NUMA node's) memory, most of which the other processes of a job already hold.
-MEMORY_SHARE = {"cuda": 0.9, "cpu": 0.3}
-#: the same for an engine colocated with a trainer in one job (grpo.rollouts: vllm): on a GPU the
-#: policy, its gradients and optimizer state need the rest; TRL's colocate mode defaults to 0.3 too
-COLOCATED_MEMORY_SHARE = {"cuda": 0.3, "cpu": 0.3}
-
-
 def engine_kwargs(
     model_path: str,
     dtype: str = "auto",
@@ -155,10 +155,16 @@ def engine_kwargs(
     device: str = "cuda",
     colocated: bool = False,
     tensor_parallel_size: int = 1,
+    gpu_share: float = 1.0,
 ) -> dict[str, Any]:
     """`vllm.LLM` keyword arguments from the model and `generation.vllm` config, with safe defaults for
     the device ("cuda" or "cpu") where the config leaves a setting null; `colocated`: the engine shares
     the job (and its GPU) with a trainer, so its default memory share leaves the trainer room.
+
+    `gpu_share`: the share of the GPU this job holds (hardex.devices.gpu_share: 1/k where k jobs share a
+    card). vLLM reads gpu_memory_utilization as a share of the whole card for this one engine and sizes
+    its KV cache to fill it: the default is scaled to the job's share, and a configured value above the
+    share is refused (it would take memory the jobs beside it were planned to have).
 
     dtype is the config's (auto, float32, bfloat16, float16), which vLLM takes as is. With LoRA,
     one adapter is active at a time (max_loras 1: evaluation walks checkpoints one by one). On CPU,
@@ -167,8 +173,7 @@ def engine_kwargs(
     """
     if dtype not in ("auto", "float32", "bfloat16", "float16"):
         raise ValueError(f"dtype {dtype!r}: expected auto, float32, bfloat16 or float16")
-    if gpu_memory_utilization is None:
-        gpu_memory_utilization = (COLOCATED_MEMORY_SHARE if colocated else MEMORY_SHARE)[device]
+    gpu_memory_utilization = devices.memory_utilization(gpu_memory_utilization, device, colocated, gpu_share)
     if enable_chunked_prefill is None and device == "cpu":
         enable_chunked_prefill = False
     kwargs: dict[str, Any] = {
@@ -188,6 +193,35 @@ def engine_kwargs(
         kwargs["max_loras"] = 1
         kwargs["max_lora_rank"] = supported_rank(int(max_lora_rank or 16))
     return kwargs
+
+
+def engine_device() -> str:
+    """"cuda" or "cpu": where vLLM runs an engine, as vLLM decides it (its platform; a GPU build reads it with
+    NVML, which starts no CUDA). Not torch.cuda.is_available(): that starts CUDA's driver in this process
+    while torch.cuda.is_initialized() stays False, so vLLM would still fork its engine, whose CUDA then fails
+    ("Cannot re-initialize CUDA in forked subprocess"; vLLM's RFC #15681)."""
+    require_vllm()
+    from vllm.platforms import current_platform
+
+    return "cpu" if current_platform.is_cpu() else "cuda"
+
+
+def engine_environment(device: str | None = None, in_process: bool = False) -> dict[str, str]:
+    """The environment switches vLLM reads when an engine starts, for an engine on `device` (default: where
+    vLLM runs, `engine_device`); `in_process`: the engine core in this process, beside a trainer."""
+    device = device or engine_device()
+    switches = {}
+    if device == "cuda":
+        # vLLM forks its engine and workers unless it finds CUDA initialized here, and not every call that breaks
+        # a fork initializes it (transformers asks torch.cuda.is_available() in places): spawned processes start
+        # clean (the scripts keep their work under `if __name__ == "__main__"`). A user's own method is kept.
+        switches["VLLM_WORKER_MULTIPROC_METHOD"] = os.environ.get("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+    if in_process:
+        switches["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # on a CPU vLLM would pin this process's threads to every core: the trainer sharing it keeps the threads
+        # its job was given (a user's own binding is kept)
+        switches["VLLM_CPU_OMP_THREADS_BIND"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+    return switches
 
 
 class VLLMGenerator:
@@ -232,26 +266,19 @@ class VLLMGenerator:
 
     # -- engine ----------------------------------------------------------------------------------
 
-    def _engine_kwargs(self) -> dict[str, Any]:
+    def _engine_kwargs(self, device: str) -> dict[str, Any]:
         lora = bool(self.enable_lora) or self.lora is not None
         rank = self.max_lora_rank or (self.lora["rank"] if self.lora else None)
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
         return engine_kwargs(self.model_path, **self.engine_options, enable_lora=lora, max_lora_rank=rank,
-                             device=device, colocated=self.in_process)  # in process: beside the trainer
+                             device=device, colocated=self.in_process,  # in process: beside the trainer
+                             gpu_share=devices.gpu_share())
 
     def _engine(self):
         if self.llm is None:
-            self._engine_settings = self._engine_kwargs()
-            # vLLM reads these switches when an engine starts; they are put back afterwards, so that later
-            # engines in the same process (a test session) get vLLM's defaults again
-            switches = {}
-            if self.in_process:
-                switches["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-                # on a CPU vLLM would pin this process's threads to every core: the trainer sharing it keeps
-                # the threads its job was given (a user's own binding is kept)
-                switches["VLLM_CPU_OMP_THREADS_BIND"] = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+            device = engine_device()
+            self._engine_settings = self._engine_kwargs(device)
+            # put back afterwards, so that later engines in the same process (a test session) get vLLM's defaults
+            switches = engine_environment(device, self.in_process)
             saved = {key: os.environ.get(key) for key in switches}
             os.environ.update(switches)
             try:
@@ -275,13 +302,9 @@ class VLLMGenerator:
         self.llm.llm_engine.engine_core.shutdown()
         self.llm = None
         gc.collect()
-        try:
-            import torch
-
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-        except ImportError:
-            pass
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_initialized():  # this process's own CUDA cache (in process)
+            torch.cuda.empty_cache()
 
     def use_checkpoint(self, path: str | Path | None) -> None:
         """None = the base model; an adapter folder = LoRA on the base; else a full checkpoint."""
