@@ -173,10 +173,14 @@ def _train(work: Path, architecture: str, name: str, g: dict, launch: bool = Fal
     if launch:  # the path of grpo.processes > 1: accelerate launch of hardex.train_worker, here with 1 process
         from hardex.launch import launch_training
         from hardex.tracking import tracker_args
-        from hardex.training import checkpoint_steps, run_steps
+        from hardex.schedule import run_steps
+        from hardex.training import checkpoint_steps
+
+        from hardex.precision import resolve_precision
 
         ckpt = run / "checkpoints"
         ckpt.mkdir(parents=True, exist_ok=True)
+        g = {**g, "precision": resolve_precision(g["precision"], use_cpu=not torch.cuda.is_available())}  # as train_grpo does
         spec = {"model_path": str(model), "rows": _rows(), "reward": {"family": "arith", "scoring": "lenient",
                                                                        "scale": 1.0},
                 "g": g, "seed": 0, "ckpt_dir": str(ckpt), "resume": None, "steps_total": run_steps(g, 8),
@@ -283,6 +287,45 @@ def run_check(name: str, cpu: bool, work: Path, architecture: str) -> None:
         _result("FAIL", f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
 
 
+def run_in_processes(script: str, names, work: Path, flags: list[str], limit_of, budget: float | None = None) -> int:
+    """Run each named check of `script` in a process of its own (`--check NAME --dir work` + flags): a clean
+    peak-memory counter per check, and a crash or out-of-memory ends only that check. Prints one
+    PASS/FAIL/SKIP line each (the versions check's lines too) and a SUMMARY; returns the number of failures.
+    `limit_of(name)`: the check's seconds; `budget`: seconds for all of them (a check that would start with
+    under 20 s left is skipped)."""
+    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    t0 = time.time()
+    for name in names:
+        limit = limit_of(name) if budget is None else min(limit_of(name), budget - (time.time() - t0))
+        if limit < 20:
+            print(f"SKIP {name}: the budget is spent", flush=True)
+            counts["SKIP"] += 1
+            continue
+        t = time.time()
+        cmd = [sys.executable, script, "--check", name, "--dir", str(work), *flags]
+        log = work / f"{name}.log"
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
+            stdout, out = done.stdout, done.stdout + done.stderr
+            line = next((x for x in reversed(done.stdout.splitlines()) if x.startswith("RESULT ")), None)
+            res = json.loads(line[7:]) if line else {"status": "FAIL", "detail": f"exit {done.returncode}, no result"}
+        except subprocess.TimeoutExpired as e:
+            stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            out = stdout + str(e.stderr or "")
+            res = {"status": "FAIL", "detail": f"timed out after {limit:.0f} s"}
+        log.write_text(out)
+        counts[res["status"]] += 1
+        for x in stdout.splitlines():
+            if x.startswith("  "):  # what a check prints for the record (versions, model sizes)
+                print(x)
+        print(f"{res['status']} {name} ({time.time() - t:.0f} s): {res['detail']}", flush=True)
+        if res["status"] == "FAIL":
+            print(f"  log: {log}; last lines:\n    " + "\n    ".join(out.strip().splitlines()[-6:]), flush=True)
+    print(f"SUMMARY {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['SKIP']} SKIP in {time.time() - t0:.0f} s",
+          flush=True)
+    return counts["FAIL"]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cpu", action="store_true", help="what a CPU can check; the rest skipped with its reason")
@@ -296,33 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         run_check(args.check, args.cpu, work, args.architecture)
         return 0
-    counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
-    t0 = time.time()
-    for name in CHECKS:
-        t = time.time()
-        cmd = [sys.executable, __file__, "--check", name, "--dir", str(work),
-               "--architecture", args.architecture] + (["--cpu"] if args.cpu else [])
-        log = work / f"{name}.log"
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-            out = done.stdout + done.stderr
-            line = next((x for x in reversed(done.stdout.splitlines()) if x.startswith("RESULT ")), None)
-            res = json.loads(line[7:]) if line else {"status": "FAIL", "detail": f"exit {done.returncode}, no result"}
-        except subprocess.TimeoutExpired as e:
-            out = str(e.stdout or "") + str(e.stderr or "")
-            res = {"status": "FAIL", "detail": f"timed out after {args.timeout} s"}
-        log.write_text(out)
-        counts[res["status"]] += 1
-        if name == "versions":
-            for x in out.splitlines():
-                if x.startswith("  "):
-                    print(x)
-        print(f"{res['status']} {name} ({time.time() - t:.0f} s): {res['detail']}", flush=True)
-        if res["status"] == "FAIL":
-            print(f"  log: {log}; last lines:\n    " + "\n    ".join(out.strip().splitlines()[-6:]), flush=True)
-    print(f"SUMMARY {counts['PASS']} PASS, {counts['FAIL']} FAIL, {counts['SKIP']} SKIP in {time.time() - t0:.0f} s "
-          f"({'CPU mode' if args.cpu else 'GPU mode'})", flush=True)
-    return 1 if counts["FAIL"] else 0
+    print("CPU mode" if args.cpu else "GPU mode", flush=True)
+    flags = ["--architecture", args.architecture] + (["--cpu"] if args.cpu else [])
+    return 1 if run_in_processes(__file__, CHECKS, work, flags, lambda _: args.timeout) else 0
 
 
 if __name__ == "__main__":

@@ -241,3 +241,24 @@ def test_the_smoke_script_runs_its_cpu_checks(tmp_path):
     for check in ("versions", "nccl-reduction", "cuda-order", "grpo-1proc", "grpo-accelerate", "grpo-4bit", "vllm"):
         assert any(line.split()[1:2] == [check] for line in out.splitlines() if line.startswith(("PASS", "SKIP"))), check
     assert "SUMMARY" in out
+
+
+def test_the_first_run_check_runs_at_tiny_sizes(tmp_path):
+    """tools/gpu-smoke.sh --first-run --tiny: every check of the real-size first run, its code run at stand-in sizes
+    (a check that cannot run here skips with its reason; none fails)."""
+    from tests.support import ROOT
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from first_run_check import CHECKS
+
+    res = subprocess.run(["bash", str(ROOT / "tools" / "gpu-smoke.sh"), "--first-run", "--tiny", "--budget", "900"],
+                         capture_output=True, text=True, timeout=900, cwd=ROOT,
+                         env={**os.environ, "PYTHON": sys.executable, "GPU_SMOKE_DIR": str(tmp_path)})
+    out = res.stdout
+    assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
+    results = {line.split()[1]: line.split()[0] for line in out.splitlines() if line.startswith(("PASS", "SKIP", "FAIL"))}
+    assert set(results) == set(CHECKS), out
+    assert "FAIL" not in results.values(), out
+    # what a CPU runs, it must pass: only ZeRO (CUDA and deepspeed) may skip
+    assert {name for name, status in results.items() if status == "SKIP"} <= {"zero3-1proc"}, out
+    assert "weights saved in float32" in out and "adapters float32" in out
