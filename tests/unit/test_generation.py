@@ -189,3 +189,40 @@ def test_use_checkpoint_switches_weights(gen, tmp_path):
         assert gen.generate(ps, 1, greedy) == with_lora
     finally:
         gen.use_checkpoint(None)
+
+
+PREFILL_PEAK = """
+import resource, sys, torch
+from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from hardex.generation import Sampling
+from hardex.generation.hf import HFGenerator
+torch.manual_seed(0)
+# SmolLM2-135M's output layer (576 x 49,152, untied); one thin layer below it
+cfg = LlamaConfig(hidden_size=576, intermediate_size=64, num_hidden_layers=1, num_attention_heads=9,
+                  num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=False)
+model = LlamaForCausalLM(cfg).to(torch.bfloat16).eval()
+for p in model.parameters():
+    p.requires_grad_(False)  # as after a LoRA checkpoint loads (HFGenerator.use_checkpoint)
+gen = HFGenerator("m", model=model, tokenizer=AutoTokenizer.from_pretrained(sys.argv[1]), dtype="bfloat16",
+                  progress=False)
+prompts = [f"question {i}: " + "word " * 40 for i in range(64)]
+gen.generate(prompts[:2], 1, Sampling(1.0, 1.0, 1), seed=0)  # allocator and kernels warm
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+gen.generate(prompts, 1, Sampling(1.0, 1.0, 1), seed=0)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 2**20)
+"""
+
+
+def test_a_prefill_with_frozen_weights_does_not_copy_the_output_layer_per_prompt(tiny_model, tmp_path):
+    """Issue 44: a 3-D strided slice into the output layer (logits_to_keep=1) made CPU bfloat16 copy its weight
+    once per prompt when no weight needs a gradient, 57 MB a prompt at SmolLM2's shape: 64 prompts grew the
+    process by 3.3 GiB. The prefill's growth now stays under what a single copy per prompt would take."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, "-c", PREFILL_PEAK, str(tiny_model)], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    grown_gib = float(res.stdout.strip().splitlines()[-1])
+    per_prompt_copy_gib = 576 * 49152 * 2 / 2**30
+    assert grown_gib < 8 * per_prompt_copy_gib, f"the 64-prompt prefill grew the process by {grown_gib:.2f} GiB"

@@ -348,8 +348,12 @@ class HFGenerator:
         with torch.inference_mode(), self._context():
             config = getattr(model, "config", self.base.config)
             cache = make_cache(config, width + max_new) if self.prealloc else DynamicCache(config=config)
+            # the last position as an index tensor, not logits_to_keep=1: that slices a strided 3-D view into the
+            # output layer, and with frozen weights (a loaded adapter) CPU bfloat16 copied the output weight once
+            # per prompt (57 MB each for SmolLM2: 6-12 GiB evaluation jobs); an index gathers a contiguous copy
+            last = torch.tensor([width - 1], device=dev)
             logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache,
-                           use_cache=True, logits_to_keep=1).logits[:, -1, :]
+                           use_cache=True, logits_to_keep=last).logits[:, -1, :]
             if not torch.isfinite(logits).all():  # sampling would pick garbage tokens without a word
                 raise FloatingPointError("the model's logits are not finite: its weights diverged")
             if n > 1:  # one prefill per prompt, n copies of its cache
