@@ -13,6 +13,25 @@ from tests.support import SMOKE, build_swaps_model, finished_run
 from tests.support import one_torch_thread as support_one_torch_thread
 
 
+#: the suite's longest tests (pytest --durations=20, 2026-11-27: 25-170 s each, a third of the lane's time), started
+#: first: collected in file order they came last and left one of the two workers idle for minutes (CI time)
+LONGEST_FIRST = (
+    "tests/workflow/test_slurm.py::test_smoke_config_runs_through_slurm",
+    "tests/workflow/test_determinism.py::",
+    "tests/workflow/test_resume.py::",
+    "tests/workflow/test_gpu_assignment.py::",
+    "tests/workflow/test_staleness.py::test_a_rebuilt_model",
+    "tests/unit/test_gpu_first_run.py::test_the_first_run_check_runs_at_tiny_sizes",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        return next((i for i, prefix in enumerate(LONGEST_FIRST) if item.nodeid.startswith(prefix)), len(LONGEST_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
+
+
 @pytest.fixture
 def one_torch_thread():
     """torch at one thread for one test, then as it was (support.one_torch_thread)."""
