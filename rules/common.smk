@@ -194,20 +194,20 @@ def train_runtime(wildcards, input, attempt):
 
 
 def probe_runtime(wildcards, input, attempt):
-    p = probe_settings(config, wildcards.task)
-    prompts = job_time.split_rows(
-        config, config["tasks"][wildcards.task]["pool"], input.pool
+    return job_time.probe_minutes(
+        config, wildcards.model, wildcards.task, input.pool, attempt
     )
-    work = [(prompts, p["k"], p["max_new_tokens"], p.get("top_p", 1.0))]
-    return job_time.sampling_minutes(config, wildcards.model, work, attempt)
 
 
 def evaluate_base_runtime(wildcards, input, attempt):
-    """Every benchmark once per run seed."""
-    work = job_time.evaluation_work(
-        config, base_benchmark_params(wildcards), input.benchmarks, len(SEEDS)
+    return job_time.evaluate_base_minutes(
+        config,
+        wildcards.model,
+        base_benchmark_params(wildcards),
+        input.benchmarks,
+        len(SEEDS),
+        attempt,
     )
-    return job_time.sampling_minutes(config, wildcards.model, work, attempt)
 
 
 def evaluate_run_runtime(wildcards, input, attempt):

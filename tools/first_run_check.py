@@ -19,7 +19,6 @@ import argparse
 import importlib.util
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -307,7 +306,7 @@ def check_mini_generation(tiny: bool, work: Path) -> str:
     from hardex.devices import hold_to_share
     from hardex.generation.hf import HFGenerator
     from hardex.generation.sampling import Sampling
-    from hardex.memory_plan import build_architecture
+    from hardex.model_shape import build_architecture
 
     cfg = preset("gpu_mini.yaml")
     os.environ["HARDEX_JOBS_PER_GPU"] = "12"

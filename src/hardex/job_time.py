@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from hardex.architectures import count_parameters
-from hardex.config import generation_settings, grpo_settings, known_split_size, run_grpo_settings
+from hardex.config import generation_settings, grpo_settings, known_split_size, probe_settings, run_grpo_settings
 from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Shape, hf_batch,
                                 model_architecture, sampling_bytes_per_row)
 from hardex.schedule import run_steps
@@ -53,7 +53,7 @@ def generation_seconds(s: Shape, n_params: int, nbytes: int, *, prompts: int, sa
 def _sized(cfg: dict, model: str) -> tuple[Shape, int] | None:
     """The model's shape and parameters on GPUs (the rates are a GPU's); None on a CPU, or where its
     architecture is unknown or unreadable (a local config.json the first job will refuse)."""
-    if not cfg["compute"].get("gpu"):
+    if not _on_gpus(cfg):
         return None
     arch, _ = model_architecture(cfg["models"][model])
     try:
@@ -150,9 +150,15 @@ def run_steps_planned(cfg: dict, model: str, task: str, strategy: str, subset: s
     return run_steps(g, rows) if rows else None
 
 
+def _on_gpus(cfg: dict) -> bool:
+    """Whether a job's work is estimated (the rates are a GPU's): elsewhere its runtime is the size formula,
+    and no data file is read for it while Snakemake plans."""
+    return bool(cfg["compute"].get("gpu"))
+
+
 def train_minutes(cfg: dict, model: str, task: str, strategy: str, subset, pool, attempt: int) -> int:
     """Runtime of a train job: its steps' rollouts and backward passes (train_seconds)."""
-    steps = run_steps_planned(cfg, model, task, strategy, subset, pool)
+    steps = run_steps_planned(cfg, model, task, strategy, subset, pool) if _on_gpus(cfg) else None
     return runtime_minutes(cfg, model, train_seconds(cfg, model, steps) if steps else None, attempt)
 
 
@@ -172,10 +178,27 @@ def sampling_minutes(cfg: dict, model: str, work: list[tuple], attempt: int) -> 
     return runtime_minutes(cfg, model, sampling_seconds(cfg, model, work), attempt)
 
 
+def probe_minutes(cfg: dict, model: str, task: str, pool, attempt: int) -> int:
+    """Runtime of a probe job: k samples of every pool prompt (sampling_seconds)."""
+    if not _on_gpus(cfg):
+        return runtime_minutes(cfg, model, None, attempt)
+    p = probe_settings(cfg, task)
+    work = [(split_rows(cfg, cfg["tasks"][task]["pool"], pool), p["k"], p["max_new_tokens"], p.get("top_p", 1.0))]
+    return sampling_minutes(cfg, model, work, attempt)
+
+
+def evaluate_base_minutes(cfg: dict, model: str, benchmarks: list[dict], paths: list, seeds: int,
+                          attempt: int) -> int:
+    """Runtime of the base model's evaluation: every benchmark once per run seed."""
+    if not _on_gpus(cfg):
+        return runtime_minutes(cfg, model, None, attempt)
+    return sampling_minutes(cfg, model, evaluation_work(cfg, benchmarks, paths, seeds), attempt)
+
+
 def evaluate_run_minutes(cfg: dict, model: str, task: str, strategy: str, benchmarks: list[dict], paths: list,
                          pool, attempt: int) -> int:
     """Runtime of a run's evaluation: every benchmark at each saved checkpoint (every save_steps, and the last)."""
-    steps = run_steps_planned(cfg, model, task, strategy, None, pool)
+    steps = run_steps_planned(cfg, model, task, strategy, None, pool) if _on_gpus(cfg) else None
     if not steps:
         return runtime_minutes(cfg, model, None, attempt)
     checkpoints = math.ceil(steps / run_grpo_settings(cfg, model, strategy)["save_steps"]) + 1

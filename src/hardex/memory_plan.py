@@ -20,8 +20,6 @@ driver keeps the rest: an "80 GB" H100 reports 81559 MiB, 79.6 GiB).
 from __future__ import annotations
 
 import importlib.util
-import json
-import math
 import sys
 from dataclasses import dataclass, field
 from functools import cache
@@ -34,7 +32,7 @@ from hardex.generation.sampling import Sampling
 # ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
 from hardex.launch import STRATEGIES as DISTRIBUTED
 from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Batch, Shape,
-                                build_architecture, hf_batch, model_architecture, sampling_bytes_per_row)
+                                hf_batch, model_architecture, sampling_bytes_per_row)
 
 GIB = 2**30
 #: the CUDA context, cuBLAS workspaces and the caching allocator's rounding: memory a job holds on the
