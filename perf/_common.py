@@ -66,7 +66,11 @@ def config_pool(configfile: str | Path, model_path: str, n: int | None = None):
     from hardex.tasks import get_task
     from hardex.workflow import renderer
 
-    cfg = check_config(yaml.safe_load(Path(configfile).read_text()))
+    cfg = yaml.safe_load(Path(configfile).read_text())
+    first = next(iter(cfg["models"].values()))
+    first.pop("gguf", None)
+    first["path"] = str(model_path)  # the model timed here, not the one the config would fetch or convert
+    cfg = check_config(cfg)
     name, t = next(iter(cfg["tasks"].items()))
     spec = split_spec(cfg, t["pool"])
     task = get_task(spec["family"], t["scoring"])
@@ -107,7 +111,51 @@ def machine() -> dict:
         info["load"] = os.getloadavg()
     except OSError:
         pass
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        if gpu:
+            info["gpu"] = gpu
+    except (OSError, subprocess.SubprocessError):
+        pass
     return info
+
+
+class GpuBusy:
+    """How busy GPU 0 was while the block ran: NVML's utilization.gpu (the share of each sample period in which
+    a kernel ran), sampled every `every` seconds in a thread. `mean` is None where NVML does not answer."""
+
+    def __init__(self, every: float = 0.05):
+        self.every, self.samples, self.mean = every, [], None
+
+    def __enter__(self):
+        import threading
+
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._read = lambda: pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+        except Exception:  # no NVML, no GPU: nothing to sample
+            self._read = None
+            return self
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.wait(self.every):
+                self.samples.append(self._read())
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self._read is not None:
+            self._stop.set()
+            self._thread.join()
+            self.mean = sum(self.samples) / len(self.samples) if self.samples else None
+        return False
 
 
 def median(xs):

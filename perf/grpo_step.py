@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import OUT, ROOT, built_model, config_pool, dump, machine, median
+from _common import OUT, ROOT, GpuBusy, built_model, config_pool, dump, machine, median
 
 
 def main() -> None:
@@ -66,12 +66,17 @@ def main() -> None:
               "backward": (accelerate.Accelerator, "backward")}
     phase_seconds = {name: 0.0 for name in phases}
 
+    # on a GPU a phase's kernels run after its Python returns: wait for them, or the next phase is billed
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
     def timed(name, method):
         def wrapper(*a, **kw):
+            sync()
             t0 = time.perf_counter()
             try:
                 return method(*a, **kw)
             finally:
+                sync()
                 dt = time.perf_counter() - t0
                 phase_seconds[name] += dt
                 if name == "sampling":
@@ -93,8 +98,9 @@ def main() -> None:
                 phase_seconds[name] = 0.0
             with tempfile.TemporaryDirectory() as tmp:
                 d = Path(tmp)
-                train_grpo(model, data, task_reward(task), g, repeat, d, d / "final",
-                           d / "steps.parquet", log=lambda *a: None)
+                with GpuBusy() as busy:
+                    train_grpo(model, data, task_reward(task), g, repeat, d, d / "final",
+                               d / "steps.parquet", log=lambda *a: None)
                 steps = pl.read_parquet(d / "steps.parquet")
             step_s = steps["step_time"].to_list()
             run = {"mode": mode, "repeat": repeat, "steps": len(step_s), "seconds_per_step": median(step_s),
@@ -102,18 +108,21 @@ def main() -> None:
                    "first_step_seconds": step_s[0],  # with vLLM, the engine's start
                    "completion_length": float(steps["completion_length"].mean()),
                    "precision": training_precision(g, use_cpu=not torch.cuda.is_available()),
-                   "phase_seconds_per_step": {k: v / len(step_s) for k, v in phase_seconds.items()}}
+                   "phase_seconds_per_step": {k: v / len(step_s) for k, v in phase_seconds.items()},
+                   "gpu_busy_pct": busy.mean}
             runs.append(run)
             print(f"repeat {repeat + 1}/{args.repeats} {mode:6s} ({run['precision']}): {run['seconds_per_step']:.3f} s/step "
-                  f"(rollouts {run['rollout_seconds_per_step']:.3f} s; first step {run['first_step_seconds']:.1f} s), mean completion {run['completion_length']:.1f} tokens",
+                  f"(rollouts {run['rollout_seconds_per_step']:.3f} s; first step {run['first_step_seconds']:.1f} s), mean completion {run['completion_length']:.1f} tokens"
+                  + (f", GPU busy {busy.mean:.0f} % of the run" if busy.mean is not None else ""),
                   flush=True)
 
     summary = {}
     for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]
         step, roll = median([r["seconds_per_step"] for r in mine]), median([r["rollout_seconds_per_step"] for r in mine])
+        busy = [r["gpu_busy_pct"] for r in mine if r["gpu_busy_pct"] is not None]
         summary[mode] = {"steps_per_second": 1 / step, "seconds_per_step": step, "rollout_seconds": roll,
-                         "rest_seconds": step - roll}
+                         "rest_seconds": step - roll, "gpu_busy_pct": median(busy) if busy else None}
     info = machine()
     print(f"\nmachine: {info}")
     print(f"{Path(args.config).name} train job: {g0['prompts_per_step']} prompts x {g0['num_generations']} completions per step, "
@@ -130,6 +139,9 @@ def main() -> None:
         summary[mode]["phases"] = each
         print(f"{mode:14s} " + " ".join(f"{each[name]:17.3f}" for name in phases)
               + f" {summary[mode]['seconds_per_step'] - sum(each.values()):8.3f}")
+    for mode, s in summary.items():
+        if s["gpu_busy_pct"] is not None:
+            print(f"{mode}: GPU busy {s['gpu_busy_pct']:.0f} % of the run (NVML utilization.gpu, median of the repeats)")
     for mode in modes[1:]:
         speedup = summary[modes[0]]["seconds_per_step"] / summary[mode]["seconds_per_step"]
         print(f"{mode}: {speedup:.2f}x the steps per second of {modes[0]}")

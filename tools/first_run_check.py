@@ -56,12 +56,20 @@ def peak_gib() -> str:
 # ---- the presets, their plans and their models -----------------------------------------------------------------
 
 def preset(name: str) -> dict:
-    """A preset of experiments/, checked as planning checks it (defaults filled)."""
+    """A preset of experiments/, checked as planning checks it (defaults filled), with each model's weights those
+    of its kept architecture (path: standin; a built one is built): the checks train random weights of the real sizes, and a host with
+    no network or cache (a compute node) must still plan them."""
     import yaml
 
     from hardex.config import check_config
 
-    return check_config(yaml.safe_load((ROOT / "experiments" / name).read_text()))
+    cfg = yaml.safe_load((ROOT / "experiments" / name).read_text())
+    for m in cfg["models"].values():
+        if m["path"] != "build":  # a built model needs nothing fetched
+            m["architecture"] = m.get("architecture") or m["path"]
+            m["path"] = "standin"
+            m.pop("gguf", None)
+    return check_config(cfg)
 
 
 def planned(cfg: dict, model: str, kind: str) -> str:

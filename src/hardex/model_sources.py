@@ -149,7 +149,7 @@ def check_model_source(key: str, entry: dict) -> None:
         if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(path, "config.json"), str):
             raise ModelError(f"{key}.path: hub model {path!r} is not in the cache ({constants.HF_HUB_CACHE}) and "
                              f"HF_HUB_OFFLINE is set; fill the cache where there is network "
-                             f"(huggingface-cli download {path}) or give a local directory")
+                             f"(hf download {path}) or give a local directory")
     elif not local.is_dir():
         hint = "; a GGUF file is given as gguf, with path: gguf" if local.suffix == ".gguf" else ""
         raise ModelError(f"{key}.path: {path!r} is no directory; give a hub id (owner/name), a local model "

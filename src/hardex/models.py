@@ -112,7 +112,7 @@ def resolve_model(path: str | Path) -> str:
     except LocalEntryNotFoundError:
         raise ModelError(f"{path}: no such local directory, and this hub model is not in the cache while the hub "
                          f"cannot be reached; give a local directory, or fill the cache where there is network "
-                         f"(huggingface-cli download {path}) and run with HF_HUB_OFFLINE=1") from None
+                         f"(hf download {path}) and run with HF_HUB_OFFLINE=1") from None
 
 
 def model_fingerprint(path: str | Path) -> str:

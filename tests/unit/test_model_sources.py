@@ -129,7 +129,7 @@ def test_a_hub_model_missing_from_the_cache_offline_is_refused(smoke_config, hub
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert refusal(model_config(smoke_config, path="someone/not-cached")) == (
         f"models.smol.path: hub model 'someone/not-cached' is not in the cache ({hub_cache}) and HF_HUB_OFFLINE "
-        f"is set; fill the cache where there is network (huggingface-cli download someone/not-cached) or give "
+        f"is set; fill the cache where there is network (hf download someone/not-cached) or give "
         f"a local directory")
     stub_hub_cache(hub_cache, ["someone/cached"])
     check_config(model_config(smoke_config, path="someone/cached"))
