@@ -20,6 +20,7 @@ include: "rules/select.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
+include: "rules/sequential.smk"
 
 
 report: "report/workflow.rst"

@@ -1,5 +1,7 @@
 # Validation and the helpers every rule file uses. The config is checked before any job is planned;
 # every value that changes a result reaches its rule through params (Snakemake tracks only those).
+import itertools
+import json
 import os
 import sys
 import time
@@ -16,10 +18,13 @@ from hardex.config import (
     decodings,
     generation_settings,
     grpo_settings,
+    model_tasks,
     probe_settings,
     run_grpo_settings,
     run_strategies,
     sampling_notices,
+    seed_design,
+    seed_list,
     split_spec,
 )
 from hardex.architectures import KEPT as ARCHITECTURES
@@ -34,6 +39,7 @@ from hardex.report.reference import reference_path
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
 from hardex.report.headline import fresh_headline
+from hardex.report.looks import deciding_comparisons
 from hardex.selection import tier_values
 
 config = check_or_exit(
@@ -53,14 +59,17 @@ if workflow.is_main_process:
 MODELS = list(config["models"])
 # models whose folder (layout.MODEL) the workflow makes, by path, and the job that makes it (built,
 # converted from a GGUF file, or a rehearsal's stand-in). Their jobs depend on the folder; the others load a hub id or a directory.
-MADE_BY = {"build": "build_model", "gguf": "convert_model", "standin": "standin_model"}
+MADE_BY = layout.MADE_BY
 BUILT_MODELS = [m for m in MODELS if config["models"][m]["path"] in MADE_BY]
 TASKS = list(config["tasks"])
 STRATEGIES = config["selection"]["strategies"]  # each a subset
 RUN_STRATEGIES = run_strategies(
     config
 )  # each a training run: the subsets', <strategy>_online and <strategy>_<control>
-SEEDS = config["seeds"]
+# every seed a run may train with; under a sequential design (seeds: {first, batch, max}) the looks decide
+# which runs train which of them (rules/sequential.smk)
+SEEDS = seed_list(config)
+DESIGN = seed_design(config)
 # runs that may train on a subset without a learnable example (hardex.learnability)
 ALLOW_UNLEARNABLE = config["selection"]["allow_unlearnable"]
 
@@ -79,6 +88,7 @@ wildcard_constraints:
     dataset="[A-Za-z0-9][A-Za-z0-9_-]*",
     split="[A-Za-z0-9][A-Za-z0-9_-]*",
     seed=r"\d+",
+    look=r"\d+",
 
 
 def fill(template):
@@ -277,13 +287,23 @@ def train_threads(wildcards):
 
 
 def every(template, **fields):
-    """The template filled with every model, task, run strategy and seed it names (`fields` narrows them)."""
+    """The template filled with every model, task, run strategy and seed it names (`fields` narrows them),
+    each model with its own tasks (models.<name>.tasks)."""
     values = (
         dict(model=MODELS, task=TASKS, strategy=RUN_STRATEGIES, seed=SEEDS) | fields
     )
-    return expand(
-        template, **{k: v for k, v in values.items() if f"{{{k}}}" in template}
-    )
+    used = {
+        k: [v] if isinstance(v, str) else list(v)
+        for k, v in values.items()
+        if f"{{{k}}}" in template
+    }
+    return [
+        layout.fill(template, **combo)
+        for combo in (dict(zip(used, c)) for c in itertools.product(*used.values()))
+        if "model" not in combo
+        or "task" not in combo
+        or combo["task"] in model_tasks(config, combo["model"])
+    ]
 
 
 def benchmark_inputs(wildcards):
@@ -342,27 +362,96 @@ def held_out_files(wildcards):
     ]
 
 
+# ---- a sequential design (seeds: {first, batch, max}; hardex.sequential, rules/sequential.smk) ----
+# Every run trains the first batch of seeds; the checkpoint sequential_look then reads the evaluations and
+# names the runs of the comparisons still undecided, which alone train the next batch, until every deciding
+# comparison is decided or the design's maximum is reached. Reading a look that has not run yet stops
+# planning there: Snakemake plans again once the checkpoint has run.
+DECIDING = (
+    deciding_comparisons(RUN_STRATEGIES, config["seeds"].get("deciding"))
+    if DESIGN
+    else []
+)
+CELLS = [(m, t) for m in MODELS for t in model_tasks(config, m)]
+
+
+def runs_after_look(look):
+    """{(model, task): run strategies} that train the batch after look `look` (its checkpoint's output)."""
+    record = json.loads(
+        Path(checkpoints.sequential_look.get(look=look).output[0]).read_text()
+    )
+    return {
+        (m, t): runs
+        for m, tasks in record["needs_seeds"].items()
+        for t, runs in tasks.items()
+    }
+
+
+def design_runs(batches):
+    """(model, task, strategy, seed) of every run the first `batches` batches train."""
+    runs, needed, bounds = [], {c: RUN_STRATEGIES for c in CELLS}, [0] + DESIGN.looks
+    for k in range(1, batches + 1):
+        if k > 1:
+            needed = runs_after_look(k - 1)
+        runs += [
+            (m, t, s, seed)
+            for (m, t), strategies in needed.items()
+            for s in strategies
+            for seed in range(bounds[k - 1], bounds[k])
+        ]
+    return runs
+
+
+def last_look():
+    """The look after which no run trains more seeds: every comparison decided, or the design's maximum."""
+    look = 1
+    while look < len(DESIGN.looks) and any(runs_after_look(look).values()):
+        look += 1
+    return look
+
+
+def design_files(template, batches=None):
+    """`template` filled for every run of the design (up to `batches` batches; all of them by default)."""
+    runs = design_runs(last_look() if batches is None else batches)
+    return [
+        layout.fill(template, model=m, task=t, strategy=s, seed=seed)
+        for m, t, s, seed in runs
+    ]
+
+
+def look_evals(wildcards):
+    """What look k reads: the evaluations of every run the first k batches trained."""
+    return design_files(layout.EVAL_RUN, int(wildcards.look))
+
+
+def last_look_file(wildcards):
+    return layout.fill(layout.LOOK, look=last_look())
+
+
 # ---- report: what the report rules read, and which settings reach which rule ----
 
 
 REPORT = config["report"]
 FIGURE_FORMATS = [f for f in REPORT["figures"]["formats"] if f != "png"]
-FIGURES = [
-    "accuracy_curves",
-    "learnable_vs_gain",
-    "pool_pass_rates",
-    "zero_std_share",
-    "gain_vs_compute",
-    "pass_at_k",
-]
+# every figure of the config (hardex.report.figures draws each) -> its label in the HTML report
+FIGURES = {
+    "accuracy_curves": "accuracy during training",
+    "learnable_vs_gain": "learnable % vs gain",
+    "pool_pass_rates": "pool pass rates",
+    "zero_std_share": "groups without learning signal",
+    "gain_vs_compute": "gain against compute",
+    "pass_at_k": "pass@k against k",
+}
 # gain by model capacity: a figure for configs that compare models
-FIGURES += ["capacity"] if len(MODELS) > 1 else []
+FIGURES |= {"capacity": "gain by model capacity"} if len(MODELS) > 1 else {}
 # accuracy per difficulty tier during training: a figure for configs with paper 2's tier strategies
-FIGURES += (
-    ["tier_curves"]
+FIGURES |= (
+    {"tier_curves": "accuracy per tier during training"}
     if any(parse_tier_strategy(s) for s in config["selection"]["strategies"])
-    else []
+    else {}
 )
+# the one figure that needs no training (its own rule, report_figure_pool); report_figures draws the others
+POOL_FIGURE = "pool_pass_rates"
 
 # a reference that does not exist is a config mistake: stop before any job is planned
 try:
@@ -375,24 +464,44 @@ except AnalysisError as e:
 REPORT_TARGETS = (
     every(layout.TABLE, name=[*TABLES, "compute"], ext=TABLE_FORMATS)
     + [layout.REGRESSION]
-    + every(layout.FIGURE, name=FIGURES, ext=["png", *FIGURE_FORMATS])
+    + every(layout.FIGURE, name=list(FIGURES), ext=["png", *FIGURE_FORMATS])
 )
 
-EVAL_FILES = every(layout.EVAL_RUN)
 BASE_FILES = every(layout.EVAL_BASE)
-STEPS_FILES = every(layout.STEPS)
 PROBE_FILES = every(layout.PROBE)
 OVERLAP_FILES = every(layout.OVERLAP)
-SUBSET_FILES = every(layout.SUBSET, strategy=STRATEGIES)
 BUILT_MODEL_DIRS = every(layout.MODEL, model=BUILT_MODELS)
-# the timing file of every model job (wall time, memory), read by the compute table
-TIMING_FILES = [
-    f
-    for stage, template in layout.TIMINGS.items()
-    for f in every(
-        template, model=made_by(stage) if stage in MADE_BY.values() else MODELS
-    )
-]
+# the job that made each made model's folder, whose timing file the compute table reads
+MODEL_STAGES = {m: MADE_BY[config["models"][m]["path"]] for m in BUILT_MODELS}
+
+if DESIGN:
+    # a sequential design's runs: what the looks decided, planned again after each look (input functions)
+
+    def EVAL_FILES(wildcards):
+        return design_files(layout.EVAL_RUN)
+
+    def STEPS_FILES(wildcards):
+        return design_files(layout.STEPS)
+
+    def SUBSET_FILES(wildcards):
+        return sorted(
+            {
+                layout.fill(
+                    layout.SUBSET,
+                    model=m,
+                    task=t,
+                    strategy=offline_strategy(s)[0],
+                    seed=seed,
+                )
+                for m, t, s, seed in design_runs(last_look())
+            }
+        )
+
+    REPORT_TARGETS += every(layout.TABLE, name="sequential", ext=TABLE_FORMATS)
+else:
+    EVAL_FILES = every(layout.EVAL_RUN)
+    STEPS_FILES = every(layout.STEPS)
+    SUBSET_FILES = every(layout.SUBSET, strategy=STRATEGIES)
 
 
 def _config_name():
@@ -452,16 +561,20 @@ def table_output(name, title):
     )
 
 
-def figure_outputs(name, label):
-    """The figure's PNG (in the HTML report, with its caption) and its other formats."""
+def figure_outputs(names):
+    """Each figure's PNG (in the HTML report, with its caption and FIGURES' label) and its other formats."""
     return [
-        report_entry(
-            layout.fill(layout.FIGURE, name=name, ext="png"),
-            caption=f"../report/figures/{name}.rst",
-            category="Figures",
-            labels={"figure": label},
-        ),
-        *every(layout.FIGURE, name=name, ext=FIGURE_FORMATS),
+        path
+        for name in names
+        for path in [
+            report_entry(
+                layout.fill(layout.FIGURE, name=name, ext="png"),
+                caption=f"../report/figures/{name}.rst",
+                category="Figures",
+                labels={"figure": FIGURES[name]},
+            ),
+            *every(layout.FIGURE, name=name, ext=FIGURE_FORMATS),
+        ]
     ]
 
 

@@ -1,19 +1,18 @@
 # The report: tables, the learnable-% regression, figures, and the HTML report's entries.
 # Split so that each setting reaches only the rules it changes (through params): a plot setting
-# (report.figures) reruns the figure rules, a statistics setting (report.ci_level, report.bootstrap)
-# the tables, the regression and the figure drawn from it. All of them are cheap: run locally.
+# (report.figures) reruns the two figure rules and not the tables or the regression; a statistics setting
+# (report.ci_level, report.bootstrap) reruns the tables, the regression and report_figures (the capacity
+# figure's intervals, and the figures drawn from regression.json and the tables), not the pool figure.
+# Every figure but the pool's is drawn by one job (report_figures): a process per figure paid its imports
+# (2-4 s) seven or eight times per report. The pool figure keeps its own rule: it needs no training, so
+# `snakemake results/figures/pool_pass_rates.png` runs only data, probe and selection.
+# All of them are cheap: run locally.
 localrules:
     report_tables,
     report_compute,
     report_regression,
-    report_figure_curves,
-    report_figure_learnable,
+    report_figures,
     report_figure_pool,
-    report_figure_zero_std,
-    report_figure_capacity,
-    report_figure_compute,
-    report_figure_tiers,
-    report_figure_pass_at_k,
 
 
 rule report_tables:
@@ -71,7 +70,7 @@ rule report_compute:
     conda:
         "../envs/analysis.yaml"
     params:
-        timings=TIMING_FILES,
+        model_stages=MODEL_STAGES,
         provenance=PROVENANCE,
         banner=BANNER,
     script:
@@ -109,107 +108,35 @@ rule report_regression:
         "../scripts/report_regression.py"
 
 
-rule report_figure_curves:
-    """Test accuracy against training step per strategy, one panel per model x task (Figure 2)."""
-    input:
-        evals=EVAL_FILES,
-        bases=BASE_FILES,
-        reference=REFERENCE_FILE,
-    output:
-        figure_outputs("accuracy_curves", "accuracy during training"),
-    log:
-        "logs/report/figure_curves.log",
-    conda:
-        "../envs/analysis.yaml"
-    params:
-        benchmarks=BENCHMARKS,
-        pass_k=PASS_K,
-        style=STYLE,
-        reference=REPORT["reference"],
-        names=REPORT["reference_names"],
-        provenance=PROVENANCE,
-    script:
-        "../scripts/report_figure_curves.py"
-
-
-rule report_figure_tiers:
-    """Test accuracy per difficulty tier during training, against the share of the full run's steps
-    (paper 2's catch-up, drawn); for configs with tier strategies."""
-    input:
-        evals=EVAL_FILES,
-        bases=BASE_FILES,
-    output:
-        figure_outputs("tier_curves", "accuracy per tier during training"),
-    log:
-        "logs/report/figure_tiers.log",
-    conda:
-        "../envs/analysis.yaml"
-    params:
-        benchmarks=BENCHMARKS,
-        pass_k=PASS_K,
-        style=STYLE,
-        provenance=PROVENANCE,
-    script:
-        "../scripts/report_figure_tiers.py"
-
-
-rule report_figure_learnable:
-    """Learnable % against gain with the fitted line and its band (Figure 3), from regression.json."""
-    input:
-        regression=layout.REGRESSION,
-    output:
-        figure_outputs("learnable_vs_gain", "learnable % vs gain"),
-    log:
-        "logs/report/figure_learnable.log",
-    conda:
-        "../envs/analysis.yaml"
-    params:
-        style=STYLE,
-        regression_strategies=REPORT["regression_strategies"],  # for the caption; the figure reads regression.json
-        reference=REPORT["reference"],
-        provenance=PROVENANCE,
-    script:
-        "../scripts/report_figure_learnable.py"
-
-
-rule report_figure_pool:
-    """Histogram of the pool's pass rates with every selected subset marked, and the learnable %
-    each subset should give (from the probe alone: needs no training)."""
-    input:
-        probes=PROBE_FILES,
-        subsets=SUBSET_FILES,
-    output:
-        figure_outputs("pool_pass_rates", "pool pass rates"),
-    log:
-        "logs/report/figure_pool.log",
-    conda:
-        "../envs/analysis.yaml"
-    params:
-        style=STYLE,
-        generations=GENERATIONS,
-        provenance=PROVENANCE,
-    script:
-        "../scripts/report_figure_pool.py"
-
-
-rule report_figure_capacity:
-    """Gain and learnable % of every strategy against model size, one row per task (more than one model)."""
+rule report_figures:
+    """Every figure of the config (FIGURES) but the pool's, in one process (hardex.report.figures): accuracy
+    curves (Figure 2), learnable % against gain (Figure 3, from regression.json), groups without learning
+    signal, gain against compute (the rollout_budget table), pass@k against k (the pass_at_k table), and
+    where the config has them gain by model capacity (several models) and accuracy per tier (tier strategies).
+    """
     input:
         evals=EVAL_FILES,
         bases=BASE_FILES,
         steps=STEPS_FILES,
         models=BUILT_MODEL_DIRS,
+        regression=layout.REGRESSION,
+        budget=layout.fill(layout.TABLE, name="rollout_budget", ext="csv"),
+        pass_at_k=layout.fill(layout.TABLE, name="pass_at_k", ext="csv"),
+        reference=REFERENCE_FILE,
     output:
-        figure_outputs("capacity", "gain by model capacity"),
+        figure_outputs([name for name in FIGURES if name != POOL_FIGURE]),
     log:
-        "logs/report/figure_capacity.log",
+        "logs/report/figures.log",
     conda:
         "../envs/analysis.yaml"
     params:
         benchmarks=BENCHMARKS,
         pass_k=PASS_K,
-        stats=STATS,
+        stats=STATS,  # the capacity figure's intervals
         style=STYLE,
+        reference=REPORT["reference"],
+        names=REPORT["reference_names"],
+        regression_strategies=REPORT["regression_strategies"],  # for a caption; the figure reads regression.json
         sizes_b={m: config["models"][m]["size_b"] for m in MODELS},
         # a stand-in counts as the model it stands in for: its config's size_b
         built={
@@ -219,58 +146,25 @@ rule report_figure_capacity:
         },
         provenance=PROVENANCE,
     script:
-        "../scripts/report_figure_capacity.py"
+        "../scripts/report_figures.py"
 
 
-rule report_figure_zero_std:
-    """Per-step share of GRPO groups with no reward variance, per strategy."""
-    input:
-        steps=STEPS_FILES,
-    output:
-        figure_outputs("zero_std_share", "groups without learning signal"),
-    log:
-        "logs/report/figure_zero_std.log",
-    conda:
-        "../envs/analysis.yaml"
-    params:
-        style=STYLE,
-        provenance=PROVENANCE,
-    script:
-        "../scripts/report_figure_zero_std.py"
-
-
-rule report_figure_compute:
-    """Gain of every strategy against the rollouts and tokens it generated, probing and discarded groups
-    included, from the rollout_budget table: offline selection and online filtering at equal cost.
+rule report_figure_pool:
+    """Histogram of the pool's pass rates with every selected subset marked, and the learnable %
+    each subset should give (from the probe alone: needs no training, unlike report_figures).
     """
     input:
-        budget=layout.fill(layout.TABLE, name="rollout_budget", ext="csv"),
+        probes=PROBE_FILES,
+        subsets=SUBSET_FILES,
     output:
-        figure_outputs("gain_vs_compute", "gain against compute"),
+        figure_outputs([POOL_FIGURE]),
     log:
-        "logs/report/figure_compute.log",
+        "logs/report/figure_pool.log",
     conda:
         "../envs/analysis.yaml"
     params:
         style=STYLE,
+        generations=GENERATIONS,
         provenance=PROVENANCE,
     script:
-        "../scripts/report_figure_compute.py"
-
-
-rule report_figure_pass_at_k:
-    """pass@k against k (log2), the base model against each strategy's final checkpoint, from the
-    pass_at_k table: sharpening against new solving."""
-    input:
-        table=layout.fill(layout.TABLE, name="pass_at_k", ext="csv"),
-    output:
-        figure_outputs("pass_at_k", "pass@k against k"),
-    log:
-        "logs/report/figure_pass_at_k.log",
-    conda:
-        "../envs/analysis.yaml"
-    params:
-        style=STYLE,
-        provenance=PROVENANCE,
-    script:
-        "../scripts/report_figure_pass_at_k.py"
+        "../scripts/report_figures.py"

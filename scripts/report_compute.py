@@ -10,9 +10,12 @@ from hardex.report.render import write_table
 from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
-    found = [f for f in snakemake.params.timings if Path(f).exists()]
-    missing = len(snakemake.params.timings) - len(found)
-    note = timings.NOTE + (f" {missing} of {len(snakemake.params.timings)} jobs have no timing file "
+    i = snakemake.input
+    expected = timings.timing_files([*i.models, *i.probes, *i.bases, *i.steps, *i.evals],
+                                    snakemake.params.model_stages)
+    found = [f for f in expected if Path(f).exists()]
+    missing = len(expected) - len(found)
+    note = timings.NOTE + (f" {missing} of {len(expected)} jobs have no timing file "
                            f"(made before timings were recorded) and are not counted." if missing else "")
     table = timings.compute_table(timings.load_timings(found))
     write_table(table, Path(snakemake.output[0]).with_suffix(""), timings.TITLE, note,

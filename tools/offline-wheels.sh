@@ -25,6 +25,15 @@ for _ in 1 2 3 4 5; do
   [ -z "$missing" ] && break
   python3 -m pip wheel -q --no-deps -w "$tmp" "$missing"
 done
+# a download that still misses a package holds only part of the set (it once lacked snakemake and trl): stop
+got=$(for f in "$tmp"/*.whl; do basename "$f" | cut -d- -f1; done | tr 'A-Z.-' 'a-z__')
+for pkg in "${want[@]}"; do
+  name=$(echo "${pkg%%[=<>]*}" | tr 'A-Z.-' 'a-z__')
+  if ! grep -qx "$name" <<<"$got"; then
+    echo "offline-wheels: $pkg was not downloaded (pip: ${missing:-no error}); nothing written to $dest" >&2
+    exit 1
+  fi
+done
 have=$(dirname "$dest")/have.txt
 for f in "$tmp"/*.whl; do
   name=$(basename "$f" | cut -d- -f1 | tr '_.' '--' | tr 'A-Z' 'a-z')

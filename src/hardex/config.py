@@ -38,8 +38,28 @@ def _path(parts) -> str:
     return ".".join(str(p) for p in parts) or "(top level)"
 
 
+def _number_hint(value, expected) -> str:
+    """Why a number came as text: YAML 1.1 reads 3e-5 (no dot before the exponent) as a string."""
+    if isinstance(value, str) and "number" in str(expected):
+        try:
+            number = float(value)
+        except ValueError:
+            return ""
+        mantissa, _, exponent = value.lower().partition("e")
+        if exponent and "." not in mantissa:
+            return f" (YAML reads {value} as text: write {mantissa}.0e{exponent})"
+        return f" (write {number!r} without quotes)"
+    return ""
+
+
 def _schema_error_line(err) -> str:
     """One line for a jsonschema ValidationError: key, value, what is allowed."""
+    if err.validator == "oneOf" and err.context:  # one of several forms: the error of the form the value has
+        same_type = [e for e in err.context if e.validator != "type"]
+        if same_type:
+            return _schema_error_line(min(same_type, key=lambda e: len(e.relative_schema_path)))
+        types = " or ".join(str(e.schema["type"]) for e in err.context)
+        return f"{_path(err.absolute_path)}: {err.instance!r} has the wrong type; expected {types}"
     key = _path(err.absolute_path)
     v, kind, sch = err.instance, err.validator, err.schema
     if kind == "additionalProperties":
@@ -54,7 +74,7 @@ def _schema_error_line(err) -> str:
     if kind == "enum":
         return f"{key}: {v!r} is not allowed; allowed: {', '.join(map(str, sch['enum']))}"
     if kind == "type":
-        return f"{key}: {v!r} has the wrong type; expected {sch['type']}"
+        return f"{key}: {v!r} has the wrong type; expected {sch['type']}{_number_hint(v, sch['type'])}"
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
         rng = [f"{o} {sch[k]}" for k, o in (("minimum", ">="), ("exclusiveMinimum", ">"),
@@ -152,6 +172,11 @@ def _cross_checks(cfg: dict) -> None:
     _check_strict_scoring(cfg)
     for b in cfg["evaluation"]["overrides"]:
         split_exists(b, f"evaluation.overrides.{b}")
+    _check_seed_design(cfg)
+    for name, m in cfg["models"].items():
+        for task in m.get("tasks") or []:
+            if task not in cfg["tasks"]:
+                raise ConfigError(f"models.{name}.tasks: {task!r} is no task of this config ({', '.join(cfg['tasks'])})")
     from hardex.architectures import known
     from hardex.model_sources import check_model_source
     from hardex.models import ModelError
@@ -603,6 +628,41 @@ def run_grpo_settings(cfg: dict, model: str, run_strategy: str) -> dict:
     return g
 
 
+def _check_seed_design(cfg: dict) -> None:
+    """A sequential design's arithmetic, and deciding comparisons that name runs the config trains."""
+    from hardex.sequential import BASE_RUN
+
+    try:
+        seed_design(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    runs = run_strategies(cfg)
+    for i, pair in enumerate(cfg["seeds"].get("deciding") or [] if isinstance(cfg["seeds"], dict) else []):
+        for name in pair:
+            if name not in runs and name != BASE_RUN:
+                raise ConfigError(f"seeds.deciding[{i}]: {name!r} is no run of this config ({', '.join(runs)}, "
+                                  f"or {BASE_RUN})")
+
+
+def seed_design(cfg: dict):
+    """The sequential design of `seeds: {first, batch, max}` (hardex.sequential.Design), None for a list."""
+    from hardex.sequential import design_of
+
+    seeds = cfg["seeds"]
+    return design_of({k: v for k, v in seeds.items() if k != "deciding"} if isinstance(seeds, dict) else seeds)
+
+
+def model_tasks(cfg: dict, model: str) -> list[str]:
+    """The tasks a model runs: its `tasks`, or every task."""
+    return list(cfg["models"][model].get("tasks") or cfg["tasks"])
+
+
+def seed_list(cfg: dict) -> list[int]:
+    """Every seed a run may train with: the list, or a sequential design's 0 .. max - 1."""
+    design = seed_design(cfg)
+    return list(range(design.max)) if design else list(cfg["seeds"])
+
+
 def run_strategies(cfg: dict) -> list[str]:
     """Every run's strategy: the selection's, <strategy>_online for its online strategies, and
     <strategy>_<control> for its controls (`selection.controls`)."""
@@ -620,16 +680,42 @@ def decodings(cfg: dict) -> dict[str, dict]:
     return {r: _merge(ev["decoding"], ev["overrides"].get(r)) for r in sorted(refs)}
 
 
+# keys of a split read from a file that keep every row of it (others filter: levels, subjects, parts...)
+_WHOLE_FILE_KEYS = {"file", "fields", "limit", "name", "split", "rows", "ids", "start", "stop"}
+
+
 def known_split_size(cfg: dict, ref: str) -> int | None:
-    """Rows of a split when the config alone says how many (a generated split, a list of rows or ids)."""
+    """Rows of a split when planning can tell without a job: a generated split, a list of rows or ids, or a
+    local file read whole (its rows counted, no model loaded)."""
     ds, split = ref.split("/", 1)
     spec = cfg["datasets"][ds]["splits"][split]
     n = spec.get("n") if cfg["datasets"][ds]["family"] in SYNTHETIC_FAMILIES else None
+    if n is None and spec.get("file") and set(spec) <= _WHOLE_FILE_KEYS:
+        n = _local_rows(spec["file"])
+        if n is not None:  # a slice of the file's rows
+            n = len(range(n)[spec.get("start", 0):spec.get("stop")])
     for listed in (spec.get("rows"), spec.get("ids")):
         n = len(listed) if listed is not None else n
     if n is not None and spec.get("limit"):
         n = min(n, spec["limit"])
     return n
+
+
+def _local_rows(path: str) -> int | None:
+    """Rows of a local data file (None where it is not there yet, or not readable: its job will say why)."""
+    from hardex.tasks.rows import DataError, read_local
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        return None
+    try:
+        if p.suffix == ".parquet":
+            import polars as pl
+
+            return pl.scan_parquet(p).select(pl.len()).collect().item()
+        return len(read_local(p))
+    except (DataError, OSError, ValueError):
+        return None
 
 
 def split_spec(cfg: dict, ref: str) -> dict:

@@ -35,10 +35,19 @@ def evaluation_seed(eval_seed: int, run_seed: int) -> int:
     return int(hashlib.sha256(f"{int(eval_seed)}:{int(run_seed)}".encode()).hexdigest()[:8], 16)
 
 
+#: what a run's final/ folder holds instead of its weights when it came from an archive packed without them
+#: (hardex.archive): its checkpoints are not there either, so the run cannot be evaluated again
+NO_ADAPTERS = "ARCHIVED_WITHOUT_ADAPTERS"
+
+
 def run_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """(step, folder) of every saved checkpoint of a training run, in step order."""
     ckpt = Path(run_dir) / "checkpoints"
-    return [(s, ckpt / f"checkpoint-{s}") for s in checkpoint_steps(ckpt)]
+    steps = checkpoint_steps(ckpt)
+    if not steps and (Path(run_dir) / "final" / NO_ADAPTERS).exists():
+        raise FileNotFoundError(f"{run_dir} was unpacked from an archive without its adapters: retrain it "
+                                f"(snakemake -R {run_dir}/steps.parquet) or unpack an archive made with --adapters")
+    return [(s, ckpt / f"checkpoint-{s}") for s in steps]
 
 
 def evaluate_examples(

@@ -18,6 +18,8 @@ RUN = "{model}/{task}/{strategy}/seed{seed}"
 
 DATA = "results/data/{dataset}/{split}.parquet"
 MODEL = "results/models/{model}"
+# the models whose folder (MODEL) the workflow makes, by their config path, and the rule that makes it
+MADE_BY = {"build": "build_model", "gguf": "convert_model", "standin": "standin_model"}
 OVERLAP = "results/overlap/{task}.json"
 PROBE = "results/probe/{model}/{task}.parquet"
 PROBE_SAMPLES = "results/probe/{model}/{task}.samples.parquet"
@@ -31,6 +33,8 @@ EVAL_RUN = f"results/eval/{RUN}.parquet"
 TABLE = "results/tables/{name}.{ext}"
 FIGURE = "results/figures/{name}.{ext}"
 REGRESSION = "results/regression.json"
+# a sequential design's look k (seeds: {first, batch, max}): verdicts and the runs of the next batch
+LOOK = "results/sequential/look{look}.json"
 
 # Snakemake's `benchmark:` file of each model job (wall time, memory, CPU time): its timing file.
 # In pipeline order, which the compute table keeps.

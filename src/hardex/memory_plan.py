@@ -779,7 +779,7 @@ def format_plan(plans: list[JobPlan]) -> str:
     rows = [header]
     for p in plans:
         parts = ", ".join(f"{name} {gib:.1f}" for name, gib in p.estimate.biggest(3))
-        fits = {None: "-", True: "yes", False: "NO"}[p.fits]
+        fits = {None: "-", True: "yes", False: "NO"}[p.fits] + ("*" if _unknown(p) and p.fits else "")
         rows.append((p.model, p.kind, p.micro_batch, f"{p.estimate.total:.1f}", parts,
                      "-" if p.device_gb is None else f"{p.device_gb:g}", fits))
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
@@ -789,4 +789,13 @@ def format_plan(plans: list[JobPlan]) -> str:
     for p in plans:
         if p.fits is False:
             lines.append(f"{p.model} {p.kind}: {p.advice}")
+    for model in dict.fromkeys(p.model for p in plans if _unknown(p)):
+        lines.append(f"* {model}: architecture unknown (no kept config.json of that hub id, no local directory): its "
+                     f"estimates count the weights alone (size_b), a lower bound, and 'fits' may not hold. Is the "
+                     f"hub id right? Set models.{model}.architecture to the kept hub id it shares an architecture "
+                     f"with (src/hardex/architectures), or give a local directory")
     return "\n".join(lines)
+
+
+def _unknown(p: JobPlan) -> bool:
+    return p.architecture.startswith("unknown")

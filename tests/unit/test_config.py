@@ -83,6 +83,16 @@ CASES = [
     ("grpo.quantization", "4bit", "grpo.quantization: 4bit base weights train only LoRA adapters; set grpo.finetune: lora"),
     ("grpo.processes", 3, "grpo.processes: 3 processes x 1 micro-batches (gradient_accumulation_steps) do not divide the 8"),
     ("grpo.distributed", "deepspeed", "grpo.distributed: 'deepspeed' is not allowed; allowed: multi_gpu, zero1"),
+    # YAML 1.1 reads 3e-5 as a string (issue 46): the refusal says what to write
+    ("grpo.learning_rate", "3e-5", "grpo.learning_rate: '3e-5' has the wrong type; expected number (YAML reads 3e-5 "
+                                   "as text: write 3.0e-5)"),
+    # a sequential design's keys and arithmetic, a model's tasks
+    ("seeds", {"first": 4, "batch": 2}, "seeds.max: required key is missing"),
+    ("seeds", {"first": 4, "batch": 2, "max": 3}, "seeds.max: at least seeds.first (4; got 3)"),
+    ("seeds", {"first": 2, "batch": 1, "max": 3, "deciding": [["hard", "hardest"]]},
+     "seeds.deciding[0]: 'hardest' is no run of this config"),
+    ("seeds", "all", "seeds: 'all' has the wrong type; expected array or object"),
+    ("models.tiny.tasks", ["arith"], "models.tiny.tasks: 'arith' is no task of this config (swaps)"),
 ]
 
 
@@ -105,6 +115,7 @@ def _real_data_config(smoke_config: dict) -> dict:
     """The smoke config plus a strict GSM8K task on fixture files, with a BBH benchmark in the released
     code's columns (question, answer) read through `fields`."""
     cfg = copy.deepcopy(smoke_config)
+    cfg["selection"]["budget"] = 0.5  # the fixture pool has 6 questions, which planning counts: 10 % is none
     cfg["datasets"]["gsm8k"] = {"family": "gsm8k", "splits": {"train": {"file": str(HUB / "gsm8k/train.jsonl")},
                                                                "test": {"file": str(HUB / "gsm8k/test.jsonl")}}}
     cfg["datasets"]["bbh"] = {"family": "shuffled_objects", "splits": {"test": {
@@ -304,3 +315,21 @@ def test_greedy_beside_sampling_and_the_base_pass_k_are_accepted(smoke_config):
     assert cfg["evaluation"]["greedy"] is True and cfg["evaluation"]["base_pass_k"] == 8
     plain = check_config(copy.deepcopy(smoke_config))["evaluation"]
     assert plain["greedy"] is False and plain["base_pass_k"] is None
+
+
+def test_a_local_pool_too_small_for_one_step_is_refused_at_planning(smoke_config, tmp_path):
+    """Issue 46: 10 % of a 50-row JSONL pool is 5 examples, fewer than a step's prompts; planning did not count a
+    local file's rows, so every train job queued for a GPU, loaded its model and only then stopped."""
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(f'{{"q": "What is {i} + 1?", "a": "{i + 1}"}}\n' for i in range(50)))
+    cfg = copy.deepcopy(smoke_config)
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": str(pool), "fields": {"question": "q", "answer": "a"}},
+                                                         "test": {"file": str(pool), "fields": {"question": "q", "answer": "a"},
+                                                                  "start": 40}}}
+    cfg["tasks"] = {"own": {"pool": "own/pool", "benchmarks": ["own/test"], "allow_overlap": 10}}
+    cfg["grpo"]["prompts_per_step"] = 8
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg)
+    assert "selects 5 of the pool's 50 examples, fewer than the 8 prompts of one GRPO step" in str(err.value)
+    cfg["grpo"]["prompts_per_step"] = 4  # 5 >= 4: a step fits
+    check_config(cfg)

@@ -261,6 +261,11 @@ def test_an_unknown_architecture_falls_back_to_size_b(checked):
     train = next(p for p in plans if p.kind == "train")
     assert train.estimate.parts["weights"] == pytest.approx(7e9 * 2 / GIB)
     assert "unknown" in train.architecture and any("not counted" in n for n in train.notes)
+    # printed with snakemake -n: its 'fits' marked and the lower bound said once, with what to check (issue 46: a
+    # misspelt hub id was planned as "fits yes" and nothing said more)
+    table = format_plan(plans)
+    assert all(line.rstrip().endswith("yes*") for line in table.splitlines()[1:4])
+    assert table.count("* unknown: architecture unknown") == 1 and "Is the hub id right?" in table
 
 
 def test_the_rollout_budget_is_the_trainers():

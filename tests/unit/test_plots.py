@@ -156,3 +156,36 @@ def test_a_control_run_keeps_its_strategys_colour_and_takes_its_own_line():
     from hardex.selection import CONTROLS
 
     assert {strategy_linestyle(f"full_{c}") for c in CONTROLS} <= styles  # every control has its line
+
+
+def test_one_call_draws_every_figure_its_paths_name(tmp_path):
+    """The report's figure job: every figure from the figure rules' inputs and params in one process, each
+    into the paths of its name (one file per format); a name no figure has is refused."""
+    from hardex.report import AnalysisError, figures, sharpening
+    from tests.support import BASE_ACC
+
+    f = write_results(tmp_path, seeds=(0, 1))
+    res = loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K)
+    probes, _ = loading.load_pool(f["probes"], f["subsets"])
+    summary = tables.run_summary(res)
+    (tmp_path / "regression.json").write_text(json.dumps(tables.regression_report(summary, n_boot=50)))
+    counted = res.steps.with_columns(rollouts_generated=pl.lit(32), rollouts_discarded=pl.lit(0),
+                                     tokens_generated=pl.lit(320), filter_capped=pl.lit(False))
+    budget = tables.rollout_budget(tables.gain_table(res, n_boot=50, summary=summary), counted, probes)
+    budget.write_csv(tmp_path / "rollout_budget.csv")
+    sharpening.pass_at_k_table(res, n_boot=50).write_csv(tmp_path / "pass_at_k.csv")
+    inputs = {**f, "models": [], "regression": tmp_path / "regression.json", "budget": tmp_path / "rollout_budget.csv",
+              "pass_at_k": tmp_path / "pass_at_k.csv"}
+    params = {"benchmarks": BENCHMARKS, "pass_k": PASS_K, "stats": {"ci_level": 0.95, "iterations": 50, "seed": 0},
+              "style": STYLE, "reference": "hard_examples_published", "names": NAMES,
+              "generations": {m: 4 for m in BASE_ACC}, "sizes_b": {m: 1.0 + i for i, m in enumerate(BASE_ACC)},
+              "built": {}}
+    paths = [tmp_path / "figures" / f"{name}.{ext}" for name in figures.FIGURES for ext in ("png", "pdf")]
+    logged = []
+    written = figures.draw_figures(paths, inputs, params, logged.append)
+    assert list(written) == list(figures.FIGURES) and len(logged) == len(figures.FIGURES)
+    for name, files in written.items():
+        assert [p.stem for p in files] == [name, name]
+        _check(files, min_px=(200, 150))
+    with pytest.raises(AnalysisError, match="no figure named nope"):
+        figures.draw_figures([tmp_path / "nope.png"], inputs, params)

@@ -75,6 +75,16 @@ def test_a_quick_rehearsal_keeps_one_model_of_each_class(tmp_path):
     assert len(full["models"]) == 3
 
 
+def test_a_quick_rehearsal_runs_each_model_class_on_one_task_and_each_task_once(tmp_path):
+    """Four model classes and two tasks: four cells (each model on one task, each task on two models), not eight;
+    the full rehearsal keeps every model on every task."""
+    paper = check_config(rehearsal_of(ROOT / "experiments" / "hard_examples_paper.yaml", tmp_path, quick=True))
+    cells = [(m, t) for m, entry in paper["models"].items() for t in entry["tasks"]]
+    assert len(cells) == 4 and {t for _, t in cells} == set(paper["tasks"]) and len({m for m, _ in cells}) == 4
+    full = check_config(rehearsal_of(ROOT / "experiments" / "hard_examples_paper.yaml", tmp_path))
+    assert all("tasks" not in entry for entry in full["models"].values())
+
+
 def test_a_quick_rehearsal_keeps_only_the_controls_of_its_strategy(tmp_path):
     from hardex.config import run_strategies
 

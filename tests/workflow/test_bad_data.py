@@ -62,6 +62,7 @@ def own_qa_task(tmp_path, smoke_config, allow=None):
     cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": own, "fields": fields},
                                                          "test": {"file": own, "fields": fields}}}
     cfg["tasks"]["own"] = {"pool": "own/pool", "benchmarks": ["own/test"]}
+    cfg["grpo"]["repeat_small_subsets"] = True  # 10 % of 10 questions is one, under a step: planning counts the file
     if allow is not None:
         cfg["tasks"]["own"]["allow_overlap"] = allow
     write_config(tmp_path, cfg)

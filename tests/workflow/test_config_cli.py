@@ -57,3 +57,21 @@ def test_a_control_plans_its_train_and_evaluate_jobs_on_its_strategys_subset(tmp
                  and "rule train:" in block)
     assert "results/subsets/tiny/swaps/full/seed0.parquet" in train  # the subset of the strategy it controls
     assert "subsets/tiny/swaps/full_format" not in out
+
+
+def test_a_model_runs_only_its_own_tasks(tmp_path, smoke_config):
+    """models.<name>.tasks: a model probed, trained and evaluated on some tasks only; a second model on the
+    other (e.g. a large model on one benchmark). A task it does not name gets no job of that model."""
+    cfg = with_key(smoke_config, "tasks.arith", {"pool": "arith/pool", "benchmarks": ["arith/test"]})
+    cfg["models"]["other"] = {**cfg["models"]["tiny"], "tasks": ["arith"]}
+    cfg["models"]["tiny"]["tasks"] = ["swaps"]
+    res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, cfg))
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = res.stdout + res.stderr
+    assert "results/probe/tiny/swaps.parquet" in out and "results/probe/other/arith.parquet" in out
+    assert "results/probe/tiny/arith" not in out and "results/probe/other/swaps" not in out
+    assert "results/eval/other/arith/hard/seed0.parquet" in out and "results/eval/tiny/arith" not in out
+    # a task that is no task of the config: refused in one line naming the key
+    bad = with_key(cfg, "models.other.tasks", ["arithmetic"])
+    res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, bad))
+    assert res.returncode != 0 and "hardex: config error: models.other.tasks: 'arithmetic' is no task" in res.stderr

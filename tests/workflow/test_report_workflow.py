@@ -1,5 +1,5 @@
 """The report stage in a real `snakemake` run of the smoke config: its outputs, the HTML report, and
-that a plot setting reruns only the figure rules."""
+that a plot setting reruns only the figure rules (report_figures, report_figure_pool)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from tests.support import snakemake
 
 pytestmark = pytest.mark.slow
 
-FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute"]
-FIGURE_RULES = {"report_figure_curves", "report_figure_learnable", "report_figure_pool", "report_figure_zero_std",
-                "report_figure_compute", "report_figure_pass_at_k"}
+FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute", "pass_at_k"]
+FIGURE_RULES = {"report_figures", "report_figure_pool"}  # every figure in one job, but the pool's (needs no training)
 
 
 def _planned_rules(output: str) -> set[str]:
@@ -35,6 +34,10 @@ def test_report_outputs_exist(smoke_run):
     for fig in FIGURES:
         for ext in ("png", "pdf"):
             assert (smoke_run / f"results/figures/{fig}.{ext}").stat().st_size > 1000
+    # one job drew every figure but the pool's (a process each paid its imports every time)
+    drawn = (smoke_run / "logs/report/figures.log").read_text()
+    assert all(f"{fig}: " in drawn for fig in FIGURES if fig != "pool_pass_rates"), drawn
+    assert "pool_pass_rates: " in (smoke_run / "logs/report/figure_pool.log").read_text()
     reg = json.loads((smoke_run / "results/regression.json").read_text())
     cfg = yaml.safe_load((smoke_run / "config.yaml").read_text())
     fitted = [s for s in cfg["selection"]["strategies"] if s in reg["this_run"]["strategies"]]  # one point a cell
@@ -124,13 +127,14 @@ def _dry_run_with(workdir, report_settings: dict, ok: bool = True):
 
 def test_plot_setting_reruns_only_figure_rules(smoke_copy):
     assert _dry_run_with(smoke_copy, {"figures": {"dpi": 72}}) == FIGURE_RULES | {"all"}
-    # a statistics setting: the tables, the regression and the figures drawn from regression.json and
-    # from tables (rollout_budget: its gain intervals; pass_at_k: its file is rewritten with the others)
-    assert _dry_run_with(smoke_copy, {"ci_level": 0.9}) == {"report_tables", "report_regression", "report_figure_learnable",
-                                                           "report_figure_compute", "report_figure_pass_at_k", "all"}
-    # which strategies the regression fits: the regression and the figure drawn from it
+    # a statistics setting: the tables, the regression and the figures (capacity's intervals, and those drawn from
+    # regression.json and from tables: rollout_budget's gain intervals, pass_at_k's file rewritten with the others);
+    # not the pool figure
+    assert _dry_run_with(smoke_copy, {"ci_level": 0.9}) == {"report_tables", "report_regression", "report_figures",
+                                                           "all"}
+    # which strategies the regression fits: the regression and the figures (learnable % vs gain is drawn from it)
     assert _dry_run_with(smoke_copy, {"regression_strategies": ["hard", "easy"]}) == {
-        "report_regression", "report_figure_learnable", "all"}
+        "report_regression", "report_figures", "all"}
 
 
 def test_unknown_reference_stops_before_any_job(smoke_copy):

@@ -129,12 +129,18 @@ def _through_slurm(workdir: Path, *targets: str) -> list[str]:
 
 
 def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
+    """The smoke config through Slurm, every kind of job once, as a GPU config: each model job asks for a GPU
+    (the test node's jobs then run on its CPU: HARDEX_ALLOW_CPU), and the train job, of grpo.processes 2, asks
+    for 2 GPUs and 2 x run_threads CPUs as one task (accelerate starts the processes inside it). One run for
+    both (CI time: Slurm's overhead is per job, and a second run repeated the first's jobs)."""
     workdir = tmp_path / "run"
     workdir.mkdir()
     cfg = yaml.safe_load(SMOKE.read_text())
     cfg["selection"]["strategies"] = ["hard"]  # every kind of job, each once: Slurm's overhead is per job
     cfg["selection"]["online_strategies"] = []
     cfg["selection"]["controls"] = {}  # a control run is one more train and evaluate job of the same rules
+    cfg["compute"] = {"gpu": 1, "run_threads": 1, "threads": 1}
+    cfg["grpo"]["processes"] = 2
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     env = _job_environment()
     cmd = _through_slurm(workdir)
@@ -187,41 +193,6 @@ def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
         assert _megabytes(q["mem"]) == job["mem_mb"], f"{rule}: mem_mb {job['mem_mb']}, --mem {q['mem']}"
         assert _minutes(q["limit"]) == job["runtime"], f"{rule}: runtime {job['runtime']}, -t {q['limit']}"
     print(f"{len(slurm_jobs)} Slurm jobs ({sorted(submitted_rules)}), {len(local_jobs)} local")
-
-    # a Slurm run leaves a finished workflow behind: nothing to do for a local dry run
-    dry = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-         "--configfile", str(workdir / "config.yaml"), "-n", "--cores", "1"],
-        capture_output=True, text=True, env=env, cwd=workdir, timeout=300,
-    )  # fmt: skip
-    assert dry.returncode == 0, dry.stderr[-3000:]
-    assert "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
-
-    gpu_run = tmp_path / "gpus"
-    gpu_run.mkdir()
-    check_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_process(gpu_run)
-
-
-def check_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_process(tmp_path):
-    """grpo.processes 2 with compute.gpu 1: the train job asks Slurm for 2 GPUs and 2 x run_threads CPUs,
-    as one task (accelerate starts the processes inside it); probe and build ask for one GPU. Run by the
-    test above on its cluster (one cluster a machine: two tests in two pytest workers would each start one)."""
-    workdir = tmp_path / "run"
-    workdir.mkdir()
-    cfg = yaml.safe_load(SMOKE.read_text())
-    cfg["selection"]["strategies"] = ["hard"]
-    cfg["selection"]["online_strategies"] = []
-    cfg["compute"] = {"gpu": 1, "run_threads": 1, "threads": 1}
-    cfg["grpo"]["processes"] = 2
-    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
-    env = _job_environment()
-    cmd = _through_slurm(workdir, "results/train/tiny/swaps/hard/seed0/steps.parquet")
-    log_path = tmp_path / "snakemake.log"
-    with log_path.open("w") as out:
-        res = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-    log = log_path.read_text()
-    assert res.returncode == 0, f"rc {res.returncode}:\n{log[-8000:]}"
-    slurm_jobs, _ = _submissions(log)
     asked = {}
     for job in slurm_jobs:
         spec = subprocess.run(["scontrol", "show", "job", job["slurm_id"]], capture_output=True, text=True,
@@ -236,3 +207,12 @@ def check_a_two_process_train_job_is_one_slurm_task_with_a_gpu_and_threads_per_p
     assert asked["probe"]["gpus"] == 1 and asked["build_model"]["gpus"] == 1
     train_log = (workdir / "logs/train/tiny/swaps/hard/seed0.log").read_text()
     assert "as Slurm gave them" in train_log and "training in 2 processes (multi_gpu)" in train_log
+
+    # a Slurm run leaves a finished workflow behind: nothing to do for a local dry run
+    dry = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+         "--configfile", str(workdir / "config.yaml"), "-n", "--cores", "1"],
+        capture_output=True, text=True, env=env, cwd=workdir, timeout=300,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]

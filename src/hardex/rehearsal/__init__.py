@@ -149,6 +149,20 @@ def _one_model_per_class(models: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def _pair_models_with_tasks(cfg: dict[str, Any]) -> None:
+    """Quick: each model class on one task and each task on one model class (models.<name>.tasks), instead of
+    every model on every task: a model's code (its class, chat template, adapters) and a task's (its data,
+    prompt, scorer) each run once, in max(models, tasks) cells rather than their product (CI time)."""
+    models, tasks = list(cfg["models"]), list(cfg["tasks"])
+    if len(models) < 2 or len(tasks) < 2:
+        return
+    paired = {m: [] for m in models}
+    for i in range(max(len(models), len(tasks))):
+        paired[models[i % len(models)]].append(tasks[i % len(tasks)])
+    for m, own in paired.items():
+        cfg["models"][m]["tasks"] = sorted(set(own), key=tasks.index)
+
+
 def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path = Path.cwd(),
                      quick: bool = False) -> dict[str, Any]:
     """The rehearsal of config `source` (as read from its YAML file `of`; relative paths from `base`).
@@ -159,10 +173,12 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
         _one_strategy(cfg.setdefault("selection", {}))
         cfg.setdefault("report", {})["regression_strategies"] = cfg["selection"]["strategies"]
     cfg["rehearsal"] = {"of": str(of), "quick": quick}
-    cfg["seeds"] = list(cfg.get("seeds") or [0])[:1]  # seeds repeat the same code paths
+    seeds = cfg.get("seeds") or [0]
+    cfg["seeds"] = [0] if isinstance(seeds, dict) else list(seeds)[:1]  # seeds repeat the same code paths
     cfg["models"] = {name: _model(name, m) for name, m in cfg["models"].items()}
     if quick:
         cfg["models"] = _one_model_per_class(cfg["models"])
+        _pair_models_with_tasks(cfg)
     _splits(cfg, samples, base)
     for t in cfg["tasks"].values():
         t["scoring"] = SCORING_PREFIX + t.get("scoring", "lenient")

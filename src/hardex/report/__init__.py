@@ -22,7 +22,8 @@ Modules: `loading` (reading the result files), `statistics` (intervals, bootstra
 first table: which strategy gained how much beyond form), `tables` (the
 tables and the regression), `rescoring` and `sharpening` (the rescored and pass_at_k tables), `catch_up`
 (paper 2's comparison with the full-pool run), `reference` (the published numbers), `render` (Markdown,
-CSV, LaTeX, HTML), `plots` and `timings` (compute).
+CSV, LaTeX, HTML), `plots` (drawing) and `figures` (what each figure reads, all drawn in one process),
+`timings` (compute) and `looks` (a sequential design's looks and their verdict table).
 """
 
 

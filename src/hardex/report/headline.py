@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from hardex.report.statistics import DIFFERS
 from hardex.selection import CONTROLS, control_run, run_strategy_parts
 
 # the verdict words the headline and the pairwise table share (tables.pair_verdict)
-DIFFERS = "differs"  # a pair whose Holm-adjusted p is below alpha
 ONE_SEED = "one seed"  # how a verdict from a bootstrap over test questions starts: no claim across training runs
 
 # on ties of the gain beyond, the control to read: the random reward (no information at the true reward's

@@ -9,6 +9,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+# the verdict word of a pair whose (Holm-adjusted) p is below alpha: the pairwise table's, the headline's and
+# the sequential design's
+DIFFERS = "differs"
+
 
 def t_ppf(p: float, df: float) -> float:
     """Quantile of Student's t."""

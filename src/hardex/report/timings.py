@@ -26,6 +26,29 @@ NOTE = ("Per model and stage: jobs, summed wall time (minutes), median and longe
         "exceeds the elapsed time of the run.")
 
 
+# each model job's output -> the stage whose timing file it has (a made model's stage: how it is made)
+_OUTPUT_STAGES = {layout.PROBE: "probe", layout.EVAL_BASE: "evaluate_base", layout.STEPS: "train",
+                  layout.EVAL_RUN: "evaluate_run"}
+
+
+def timing_files(outputs: Iterable[str | Path], model_stages: dict[str, str]) -> list[str]:
+    """The timing file of the job behind each output (a probe table, a base evaluation, a run's steps or
+    evaluation; a made model's folder, by `model_stages`: model -> build_model, convert_model or
+    standin_model), so the compute table reads the jobs its inputs name, however they were planned."""
+    found = []
+    for path in outputs:
+        for template, stage in [(layout.MODEL, None), *_OUTPUT_STAGES.items()]:
+            try:
+                fields = layout.identity(template, path)
+            except layout.LayoutError:
+                continue
+            stage = stage or model_stages.get(fields["model"])
+            if stage:
+                found.append(layout.fill(layout.TIMINGS[stage], **fields))
+            break
+    return list(dict.fromkeys(found))
+
+
 def _stage_and_model(path: str | Path) -> tuple[str, str]:
     for stage, template in layout.TIMINGS.items():
         try:
