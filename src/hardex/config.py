@@ -7,6 +7,7 @@ one line that names the key, the value and what is allowed.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import sys
 from pathlib import Path
@@ -300,9 +301,16 @@ def _check_split_fields(datasets: dict) -> None:
     for ds, dcfg in datasets.items():
         for split, spec in dcfg["splits"].items():
             try:
-                check_fields(get_task(dcfg["family"]), spec.get("fields"))
+                fields = check_fields(get_task(dcfg["family"]), spec.get("fields"))
             except DataError as e:
                 raise ConfigError(f"datasets.{ds}.splits.{split}.{e}") from None
+            read = _local_file(spec["file"]) if spec.get("file") and fields else None
+            if read and read[1]:  # a local file planning can read: its columns, before any job
+                for role, column in fields.items():
+                    if column not in read[1]:
+                        raise ConfigError(
+                            f"datasets.{ds}.splits.{split}.fields.{role}: column {column!r} is not in {spec['file']} "
+                            f"(its first row's columns: {', '.join(read[1])})")
 
 
 def _check_strict_scoring(cfg: dict) -> None:
@@ -703,19 +711,32 @@ def known_split_size(cfg: dict, ref: str) -> int | None:
 
 def _local_rows(path: str) -> int | None:
     """Rows of a local data file (None where it is not there yet, or not readable: its job will say why)."""
-    from hardex.tasks.rows import DataError, read_local
+    read = _local_file(path)
+    return read[0] if read else None
 
+
+def _local_file(path: str) -> tuple[int, list[str]] | None:
+    """(rows, the first row's columns) of a local data file, read once per planning; None where it is not there
+    yet or not readable (its job says why)."""
     p = Path(path).expanduser()
     if not p.is_file():
         return None
+    return _read_local_file(str(p.resolve()), p.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_local_file(path: str, mtime_ns: int) -> tuple[int, list[str]] | None:
+    from hardex.tasks.rows import DataError, read_local
+
     try:
-        if p.suffix == ".parquet":
+        if path.endswith(".parquet"):
             import polars as pl
 
-            return pl.scan_parquet(p).select(pl.len()).collect().item()
-        return len(read_local(p))
+            return pl.scan_parquet(path).select(pl.len()).collect().item(), list(pl.read_parquet_schema(path))
+        rows = read_local(path)
     except (DataError, OSError, ValueError):
         return None
+    return len(rows), list(rows[0]) if rows and isinstance(rows[0], dict) else []
 
 
 def split_spec(cfg: dict, ref: str) -> dict:

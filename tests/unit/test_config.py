@@ -111,37 +111,42 @@ def test_defaults_are_filled(smoke_config):
     assert cfg["probe"]["top_p"] == 1.0
 
 
-def _real_data_config(smoke_config: dict) -> dict:
+def _real_data_config(smoke_config: dict, tmp_path) -> dict:
     """The smoke config plus a strict GSM8K task on fixture files, with a BBH benchmark in the released
-    code's columns (question, answer) read through `fields`."""
+    code's columns (question, answer) read through `fields` (the hub fixture's rows, renamed so: planning
+    reads a local file's columns)."""
+    import json
+
+    released = tmp_path / "released_three_objects.json"
+    rows = json.loads((HUB / "bbh/tracking_shuffled_objects_three_objects.json").read_text())
+    released.write_text(json.dumps([{"question": r["input"], "answer": r["target"]} for r in rows]))
     cfg = copy.deepcopy(smoke_config)
     cfg["selection"]["budget"] = 0.5  # the fixture pool has 6 questions, which planning counts: 10 % is none
     cfg["datasets"]["gsm8k"] = {"family": "gsm8k", "splits": {"train": {"file": str(HUB / "gsm8k/train.jsonl")},
                                                                "test": {"file": str(HUB / "gsm8k/test.jsonl")}}}
     cfg["datasets"]["bbh"] = {"family": "shuffled_objects", "splits": {"test": {
-        "file": str(HUB / "bbh/tracking_shuffled_objects_three_objects.json"), "objects": [3],
-        "fields": {"input": "question", "target": "answer"}}}}
+        "file": str(released), "objects": [3], "fields": {"input": "question", "target": "answer"}}}}
     cfg["datasets"]["math"] = {"family": "math", "splits": {"test": {"file": str(HUB / "math/test.jsonl")}}}
     cfg["tasks"]["gsm8k"] = {"pool": "gsm8k/train", "benchmarks": ["gsm8k/test", "bbh/test"], "scoring": "strict"}
     return cfg
 
 
-def test_strict_scoring_and_fields_for_the_families_that_have_them(smoke_config):
-    cfg = check_config(_real_data_config(smoke_config))
+def test_strict_scoring_and_fields_for_the_families_that_have_them(smoke_config, tmp_path):
+    cfg = check_config(_real_data_config(smoke_config, tmp_path))
     assert cfg["tasks"]["gsm8k"]["scoring"] == "strict" and cfg["tasks"]["swaps"]["scoring"] == "lenient"
     assert cfg["datasets"]["bbh"]["splits"]["test"]["fields"] == {"input": "question", "target": "answer"}
 
 
-def test_strict_scoring_refuses_a_benchmark_without_a_released_scorer(smoke_config):
-    cfg = _real_data_config(smoke_config)
+def test_strict_scoring_refuses_a_benchmark_without_a_released_scorer(smoke_config, tmp_path):
+    cfg = _real_data_config(smoke_config, tmp_path)
     cfg["tasks"]["gsm8k"]["benchmarks"].append("math/test")
     with pytest.raises(ConfigError, match=r"^tasks\.gsm8k\.scoring: 'strict' .* for 'math/test', family 'math'; it "
                                           r"is for aime2025, gsm8k, shuffled_objects$"):
         check_config(cfg)
 
 
-def test_fields_role_the_family_does_not_read_is_refused(smoke_config):
-    cfg = _real_data_config(smoke_config)
+def test_fields_role_the_family_does_not_read_is_refused(smoke_config, tmp_path):
+    cfg = _real_data_config(smoke_config, tmp_path)
     cfg["datasets"]["gsm8k"]["splits"]["test"]["fields"] = {"question": "q", "solution": "s"}
     with pytest.raises(ConfigError, match=r"^datasets\.gsm8k\.splits\.test\.fields: unknown role\(s\) \['solution'\] "
                                           r"for family 'gsm8k'; its roles: question, answer$"):
@@ -333,3 +338,16 @@ def test_a_local_pool_too_small_for_one_step_is_refused_at_planning(smoke_config
     assert "selects 5 of the pool's 50 examples, fewer than the 8 prompts of one GRPO step" in str(err.value)
     cfg["grpo"]["prompts_per_step"] = 4  # 5 >= 4: a step fits
     check_config(cfg)
+
+
+def test_a_fields_column_missing_from_a_local_file_is_refused_at_planning(smoke_config, tmp_path):
+    """Issue 46: a misnamed column surfaced only when the dataset job ran; planning reads the file's first row."""
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(f'{{"q": "What is {i} + 1?", "a": "{i + 1}"}}\n' for i in range(50)))
+    cfg = copy.deepcopy(smoke_config)
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": str(pool), "fields": {"question": "question",
+                                                                                                "answer": "a"}}}}
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg)
+    assert str(err.value) == (f"datasets.own.splits.pool.fields.question: column 'question' is not in {pool} "
+                              "(its first row's columns: q, a)")
