@@ -169,6 +169,10 @@ def _cross_checks(cfg: dict) -> None:
         split_exists(tcfg["pool"], f"tasks.{task}.pool")
         for i, b in enumerate(tcfg["benchmarks"]):
             split_exists(b, f"tasks.{task}.benchmarks[{i}]")
+            if b == tcfg["pool"] and not tcfg.get("allow_overlap"):
+                raise ConfigError(f"tasks.{task}.benchmarks[{i}]: {b!r} is the task's pool: its gain would be measured "
+                                  f"on the questions it trains on; name a held-out split (or state the overlap: "
+                                  f"tasks.{task}.allow_overlap)")
     _check_split_fields(datasets)
     _check_strict_scoring(cfg)
     for b in cfg["evaluation"]["overrides"]:

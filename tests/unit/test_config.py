@@ -93,6 +93,8 @@ CASES = [
      "seeds.deciding[0]: 'hardest' is no run of this config"),
     ("seeds", "all", "seeds: 'all' has the wrong type; expected array or object"),
     ("models.tiny.tasks", ["arith"], "models.tiny.tasks: 'arith' is no task of this config (swaps)"),
+    # a benchmark that is the pool (issue 46): refused at planning, not by the overlap job after the data are made
+    ("tasks.swaps.benchmarks", ["swaps/pool"], "tasks.swaps.benchmarks[0]: 'swaps/pool' is the task's pool"),
 ]
 
 
