@@ -387,12 +387,15 @@ def runs_after_look(look):
     }
 
 
-def design_runs(batches):
-    """(model, task, strategy, seed) of every run the first `batches` batches train."""
+def design_runs(batches=None):
+    """(model, task, strategy, seed) of every run the first `batches` batches train (by default the whole
+    design's: until a look leaves no run needing seeds, or the maximum)."""
     runs, needed, bounds = [], {c: RUN_STRATEGIES for c in CELLS}, [0] + DESIGN.looks
-    for k in range(1, batches + 1):
+    for k in range(1, (batches or len(DESIGN.looks)) + 1):
         if k > 1:
             needed = runs_after_look(k - 1)
+            if not any(needed.values()):
+                break
         runs += [
             (m, t, s, seed)
             for (m, t), strategies in needed.items()
@@ -412,10 +415,9 @@ def last_look():
 
 def design_files(template, batches=None):
     """`template` filled for every run of the design (up to `batches` batches; all of them by default)."""
-    runs = design_runs(last_look() if batches is None else batches)
     return [
         layout.fill(template, model=m, task=t, strategy=s, seed=seed)
-        for m, t, s, seed in runs
+        for m, t, s, seed in design_runs(batches)
     ]
 
 
@@ -493,7 +495,7 @@ if DESIGN:
                     strategy=offline_strategy(s)[0],
                     seed=seed,
                 )
-                for m, t, s, seed in design_runs(last_look())
+                for m, t, s, seed in design_runs()
             }
         )
 

@@ -703,20 +703,14 @@ def known_split_size(cfg: dict, ref: str) -> int | None:
     spec = cfg["datasets"][ds]["splits"][split]
     n = spec.get("n") if cfg["datasets"][ds]["family"] in SYNTHETIC_FAMILIES else None
     if n is None and spec.get("file") and set(spec) <= _WHOLE_FILE_KEYS:
-        n = _local_rows(spec["file"])
-        if n is not None:  # a slice of the file's rows
-            n = len(range(n)[spec.get("start", 0):spec.get("stop")])
+        read = _local_file(spec["file"])
+        if read:  # a slice of the file's rows
+            n = len(range(read[0])[spec.get("start", 0):spec.get("stop")])
     for listed in (spec.get("rows"), spec.get("ids")):
         n = len(listed) if listed is not None else n
     if n is not None and spec.get("limit"):
         n = min(n, spec["limit"])
     return n
-
-
-def _local_rows(path: str) -> int | None:
-    """Rows of a local data file (None where it is not there yet, or not readable: its job will say why)."""
-    read = _local_file(path)
-    return read[0] if read else None
 
 
 def _local_file(path: str) -> tuple[int, list[str]] | None:
