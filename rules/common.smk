@@ -5,6 +5,7 @@ import json
 import os
 import sys
 import time
+from types import SimpleNamespace
 
 # a bare `report(` at the start of a line opens the global `report:` keyword: import it as another name
 from snakemake.io import report as report_entry
@@ -18,6 +19,7 @@ from hardex.config import (
     decodings,
     generation_settings,
     grpo_settings,
+    imported_rates,
     model_tasks,
     probe_settings,
     run_grpo_settings,
@@ -26,13 +28,16 @@ from hardex.config import (
     seed_design,
     seed_list,
     split_spec,
+    task_prompt,
 )
 from hardex.architectures import KEPT as ARCHITECTURES
 from hardex import job_time
+from hardex.cluster import check_partitions_or_exit, snakemake_executor
 from hardex.schedule import run_length
 from hardex.memory_plan import check_plan_or_exit
 from hardex.gpu_packages import check_packages_or_exit, conda_env
 from hardex.model_sources import gguf_file
+from hardex.fetch import offline_jobs
 from hardex.report import AnalysisError
 from hardex.selection import offline_strategy, parse_tier_strategy, run_strategy_parts
 from hardex.report.reference import reference_path
@@ -50,9 +55,20 @@ config = check_or_exit(
 # every GPU job's memory, estimated from its model's architecture and settings: a plan that cannot fit
 # compute.gpu_memory_gb stops here, before any job runs (the estimates print with `snakemake -n`)
 check_plan_or_exit(config, show=workflow.is_main_process)
+# under the Slurm executor, a slurm_partition (default-resources, set-resources) the cluster lacks stops here
+if workflow.is_main_process:
+    check_partitions_or_exit(workflow.resource_settings, snakemake_executor())
 # a probe that samples otherwise than GRPO, or a shuffled control on a choice task, is allowed, and said
 if workflow.is_main_process:
     for line in sampling_notices(config) + control_notices(config):
+        print(f"hardex: notice: {line}", file=sys.stderr)
+# jobs run with the hub offline when the local cache holds every hub model and dataset of the config (local
+# jobs inherit the variables, Slurm's through --export=ALL, other executors' as envvars); else a notice says
+# what to fetch with hardex-fetch (hardex.fetch)
+if workflow.is_main_process:
+    hub = offline_jobs(config, workflow.config_settings.configfiles)
+    workflow.register_envvars(*hub.variables)
+    for line in hub.notices:
         print(f"hardex: notice: {line}", file=sys.stderr)
 
 
@@ -62,6 +78,9 @@ MODELS = list(config["models"])
 MADE_BY = layout.MADE_BY
 BUILT_MODELS = [m for m in MODELS if config["models"][m]["path"] in MADE_BY]
 TASKS = list(config["tasks"])
+# tasks whose pass rates come from a file (tasks.<task>.probe.from: rule probe_from_file), not from probing
+IMPORTED_RATES = imported_rates(config)
+PROBED_TASKS = [t for t in TASKS if t not in IMPORTED_RATES]
 STRATEGIES = config["selection"]["strategies"]  # each a subset
 RUN_STRATEGIES = run_strategies(
     config
@@ -79,6 +98,7 @@ localrules:
     dataset_split,
     check_overlap,
     select,
+    probe_from_file,
 
 
 wildcard_constraints:
@@ -120,6 +140,11 @@ def allows_unlearnable(wildcards):
 
 def pool_file(wildcards):
     return data_file(config["tasks"][wildcards.task]["pool"])
+
+
+def imported_rates_file(wildcards):
+    """The task's pass-rate file (tasks.<task>.probe.from): an input, so a changed file reruns selection."""
+    return IMPORTED_RATES[wildcards.task]
 
 
 def pool_family(wildcards):
@@ -255,18 +280,12 @@ MODEL_JOB_GPU = config["compute"]["gpu"]
 
 
 # probe and evaluate: a vLLM engine split over tensor_parallel_size GPUs takes compute.gpu GPUs for each
-GENERATION_JOB_GPU = MODEL_JOB_GPU * (
-    config["generation"]["vllm"]["tensor_parallel_size"]
-    if config["generation"]["backend"] == "vllm"
-    else 1
-)
+GENERATION_JOB_GPU = job_time.generation_gpus(config)
 
 
 def train_gpus(wildcards):
     """compute.gpu GPUs for each training process, and for each GPU of a vLLM server of the run's own."""
-    g = grpo_settings(config, wildcards.model)
-    server = g["vllm_server_gpus"] if g["rollouts"] == "vllm-server" else 0
-    return MODEL_JOB_GPU * (g["processes"] + server)
+    return job_time.train_gpus(config, wildcards.model)
 
 
 # a vLLM engine on GPUs runs processes of its own beside the job's (its engine core, a worker per GPU): under
@@ -311,14 +330,18 @@ def benchmark_inputs(wildcards):
 
 
 def benchmark_params(wildcards):
-    """Each benchmark of the task with its family and decoding (what changes its results)."""
+    """Each benchmark of the task with its family and decoding (what changes its results), and the task's
+    prompt where the config sets one (hardex.config.task_prompt: the key absent otherwise).
+    """
     decoding = decodings(config)
+    prompt = task_prompt(config, wildcards.task)
     return [
         {
             "ref": b,
             "family": split_spec(config, b)["family"],
             "decoding": decoding[b],
         }
+        | ({"prompt": prompt} if prompt else {})
         for b in config["tasks"][wildcards.task]["benchmarks"]
     ]
 
@@ -342,6 +365,17 @@ def base_benchmark_params(wildcards):
     if k is not None:
         params[0]["decoding"] = {**params[0]["decoding"], "n_samples": k}
     return params
+
+
+def task_benchmarks(task, base):
+    """A task's benchmark params as its base model's (base) or its runs' evaluate jobs get them."""
+    wildcards = SimpleNamespace(task=task)
+    return (base_benchmark_params if base else eval_benchmark_params)(wildcards)
+
+
+# GPU-hours of every job's work per model, beside the memory plan (a GPU config's `snakemake -n`)
+if workflow.is_main_process:
+    job_time.print_gpu_hours(config, task_benchmarks, PROBED_TASKS)
 
 
 def sft_files(wildcards):

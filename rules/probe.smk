@@ -11,6 +11,8 @@ rule probe:
         "logs/probe/{model}/{task}.log",
     benchmark:
         layout.TIMINGS["probe"]
+    wildcard_constraints:
+        task=one_of(PROBED_TASKS),
     conda:
         GENERATION_ENV
     threads: PROBE_THREADS
@@ -27,3 +29,28 @@ rule probe:
         work_dir=fill(layout.PROBE_WORK),
     script:
         "../scripts/probe.py"
+
+
+rule probe_from_file:
+    """Pass rates computed elsewhere (tasks.<task>.probe.from), checked against the pool and written as the
+    probe table; no model is sampled, and the samples table is empty."""
+    input:
+        pool=pool_file,
+        overlap=layout.OVERLAP,
+        rates=imported_rates_file,
+    output:
+        table=layout.PROBE,
+        samples=layout.PROBE_SAMPLES,
+    log:
+        "logs/probe/{model}/{task}.log",
+    benchmark:
+        layout.TIMINGS["probe"]
+    wildcard_constraints:
+        task=one_of(list(IMPORTED_RATES)),
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        key=lambda w: f"tasks.{w.task}.probe.from",
+        note=lambda w: config["tasks"][w.task]["probe"].get("from_note"),
+    script:
+        "../scripts/probe_from_file.py"

@@ -2,7 +2,8 @@ rule train:
     """GRPO on one subset (TRL GRPOTrainer; LoRA or full), one row per step in steps.parquet.
 
     Checkpoints go to <run>/checkpoints/, deliberately not an output: Snakemake deletes a failed
-    job's outputs, and a killed run resumes from them when the workflow is started again.
+    job's outputs, and a killed run resumes from them when the workflow is started again. Under
+    grpo.schedule_steps a changed max_steps reruns the job (params), which continues from them.
     """
     input:
         subset=run_subset,
@@ -26,7 +27,8 @@ rule train:
         model=model_params,
         family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
-        grpo=lambda w: run_grpo_settings(config, w.model, w.strategy),
+        # with the task's prompt and reward hook where set (hardex.config.run_grpo_settings)
+        grpo=lambda w: run_grpo_settings(config, w.model, w.strategy, w.task),
         allow_unlearnable=allows_unlearnable,
         run_dir=fill(layout.RUN_DIR),
     script:

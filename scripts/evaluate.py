@@ -20,7 +20,6 @@ def main():
         p, gen = job_model(snakemake.params.model), snakemake.params.generation
         generator = make_generator(gen, p)
         log(f"{gen['backend']} backend")
-        render = renderer(p["path"], p["chat"])
         run_dir = getattr(snakemake.params, "run_dir", None)
         # a run: its checkpoints under its own seed; the base model: once per run seed it is compared with
         checkpoints = run_checkpoints(Path(run_dir)) if run_dir else [(0, None)]
@@ -33,7 +32,8 @@ def main():
                 sampling_seed = evaluation_seed(snakemake.params.eval_seed, run_seed)
                 for bench, path in zip(snakemake.params.benchmarks, snakemake.input.benchmarks):
                     rows = read_parquet(path).to_dicts()
-                    task = get_task(bench["family"], snakemake.params.scoring)
+                    task = get_task(bench["family"], snakemake.params.scoring, bench.get("prompt"))
+                    render = renderer(p["path"], p["chat"], task.prompt_format.system)
                     out = evaluate_examples(generator, task, rows, render, bench["decoding"], step, sampling_seed, run_seed)
                     if bench["decoding"].get("greedy"):  # evaluation.greedy: once per checkpoint, every seed's rows
                         if (step, bench["ref"]) not in greedy:

@@ -21,9 +21,9 @@ def main():
         settings = snakemake.params.settings
         adaptive = settings.get("adaptive") or {}
         pool = read_parquet(snakemake.input.pool)
-        task = get_task(snakemake.params.family, snakemake.params.scoring)
-        args = (pool, task, renderer(p["path"], p["chat"]), lambda: make_generator(gen, p), settings,
-                Path(snakemake.params.work_dir))
+        task = get_task(snakemake.params.family, snakemake.params.scoring, settings.get("prompt"))
+        args = (pool, task, renderer(p["path"], p["chat"], task.prompt_format.system), lambda: make_generator(gen, p),
+                settings, Path(snakemake.params.work_dir))
         identity = work_identity(p, task, gen)
         log(f"{gen['backend']} backend")
         if adaptive.get("enabled"):

@@ -10,6 +10,7 @@ from hardex.controls import control_rows, reward_line, run_reward
 from hardex.io import read_parquet, read_parquet_metadata
 from hardex.learnability import check_learnable
 from hardex.probing import PROVENANCE_KEY
+from hardex.reward_hook import resolved
 from hardex.selection import run_strategy_parts
 from hardex.tasks import get_task
 from hardex.training import subset_rows, task_reward, train_grpo
@@ -18,24 +19,26 @@ from hardex.workflow import job_log, job_model, renderer, set_threads, work_iden
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)
     p, g = job_model(snakemake.params.model), snakemake.params.grpo
-    task = get_task(snakemake.params.family, snakemake.params.scoring)
+    task = get_task(snakemake.params.family, snakemake.params.scoring, g.get("prompt"))
+    # the task's reward hook (tasks.<task>.reward), its file found from anywhere the run's processes start
+    hook = resolved(g["reward_hook"]["spec"]) if "reward_hook" in g else None
     subset = read_parquet(snakemake.input.subset)
     if warning := sampling_mismatch(read_parquet_metadata(snakemake.input.subset, PROVENANCE_KEY), g):
         log(warning)
     log(check_learnable(subset, snakemake.wildcards.strategy, snakemake.params.allow_unlearnable,
                         g["num_generations"]))
     rows = subset_rows(subset, read_parquet(snakemake.input.pool), task,
-                       renderer(p["path"], p["chat"]))
+                       renderer(p["path"], p["chat"], task.prompt_format.system))
     log(f"{len(rows)} training examples, steps of {g['prompts_per_step']} prompts x "
         f"{g['num_generations']} generations, rollouts sampled by {g['rollouts']}")
     # a control run (selection.controls) trains on its strategy's subset with another reward (hardex.controls)
     control = run_strategy_parts(snakemake.wildcards.strategy)[2]
     rows, note = control_rows(control, rows, int(snakemake.wildcards.seed))
-    log(reward_line(control, g["reward_scale"]) + (f"; {note}" if note else ""))
+    log(reward_line(control, g["reward_scale"], hook) + (f"; {note}" if note else ""))
     train_grpo(
         p["path"],
         rows,
-        run_reward(control, task, g["reward_scale"], task_reward, int(snakemake.wildcards.seed)),
+        run_reward(control, task, g["reward_scale"], task_reward, int(snakemake.wildcards.seed), hook),
         g,
         int(snakemake.wildcards.seed),
         Path(snakemake.params.run_dir),
@@ -48,5 +51,5 @@ with job_log(snakemake) as log:
         run_name="{model}/{task}/{strategy}/seed{seed}".format(**dict(snakemake.wildcards)),
         # what the processes of a run trained in several (grpo.processes) rebuild the reward from
         reward={"family": snakemake.params.family, "scoring": snakemake.params.scoring, "scale": g["reward_scale"],
-                "control": control},
+                "control": control, "hook": hook},
     )

@@ -150,6 +150,8 @@ def _check_split(key: str, family: str, split: str, spec: dict) -> None:
 
 def _cross_checks(cfg: dict) -> None:
     """What a schema cannot say: references between sections, arithmetic between keys."""
+    from hardex.schedule import past_horizon
+
     datasets = cfg["datasets"]
 
     def split_exists(ref: str, key: str) -> None:
@@ -220,6 +222,8 @@ def _cross_checks(cfg: dict) -> None:
                 f"(gradient_accumulation_steps) do not divide the {completions} completions of a step"
             )
         _check_gpu_training(where, g)
+        if not g.get("epochs") and (why := past_horizon(g, g["max_steps"])):  # epochs: where the pool's size is known
+            raise ConfigError(f"{where}.schedule_steps: {why}")
     from hardex.selection import SelectionError, tier_values
 
     for strategy in cfg["selection"]["strategies"]:
@@ -339,6 +343,7 @@ def _check_steps_fit_subsets(cfg: dict) -> None:
     only after building, probing and selecting. Pools whose size only the data knows (hub datasets,
     files) are checked there.
     """
+    from hardex.schedule import past_horizon, run_steps
     from hardex.selection import SelectionError, subset_size
 
     budget = cfg["selection"]["budget"]
@@ -353,6 +358,9 @@ def _check_steps_fit_subsets(cfg: dict) -> None:
                 raise ConfigError(f"tasks.{task}: strategy {strategy!r}: {e}") from None
             for name, model in cfg["models"].items():
                 g = grpo_settings(cfg, name)
+                if m is not None and g.get("epochs") and (why := past_horizon(g, run_steps(g, m))):
+                    where = f"models.{name}.grpo" if "schedule_steps" in (model.get("grpo") or {}) else "grpo"
+                    raise ConfigError(f"{where}.schedule_steps: strategy {strategy!r} of task {task}: {why}")
                 if m is None or m >= g["prompts_per_step"] or g["repeat_small_subsets"]:
                     continue
                 where = f"models.{name}.grpo" if "prompts_per_step" in (model.get("grpo") or {}) else "grpo"
@@ -445,6 +453,82 @@ def _check_power(cfg: dict) -> None:
                           f"({power['alpha']}): any test reaches that power with 2 seeds")
 
 
+def _check_imported_probes(cfg: dict) -> None:
+    """Pass rates imported for a task (`tasks.<task>.probe.from`, hardex.imported_probe): the file checked
+    here (columns, counts) and matched to the pool where planning knows the pool's ids (a generated split or
+    a local file; the job checks the others); one model's rates for one model; the greedy answer where a
+    strategy splits on it."""
+    from hardex.imported_probe import GREEDY_COLUMN, ImportedRatesError, check_ids, read_rates
+    from hardex.selection import BASE_SPLIT_STRATEGIES
+
+    # base_wrong, base_right and matched_random's size split the pool by the greedy answer; full does not
+    greedy_strategies = [s for s in cfg["selection"]["strategies"] if s in BASE_SPLIT_STRATEGIES and s != "full"]
+    for task, tcfg in cfg["tasks"].items():
+        probe, key = tcfg.get("probe") or {}, f"tasks.{task}.probe.from"
+        if "from" not in probe:
+            if "from_note" in probe:
+                raise ConfigError(f"tasks.{task}.probe.from_note: says where imported pass rates come from, but {key} "
+                                  f"names no file")
+            continue
+        sampled = [k for k in ("k", "temperature", "top_p", "max_new_tokens") if k in probe]
+        if sampled:
+            raise ConfigError(f"tasks.{task}.probe.{sampled[0]}: the task's pass rates are imported ({key}), nothing "
+                              f"is sampled; drop it (the file's samples column is K)")
+        models = [m for m in cfg["models"] if task in model_tasks(cfg, m)]
+        if len(models) > 1:
+            raise ConfigError(f"{key}: the file holds one model's pass rates, but models {', '.join(models)} run task "
+                              f"{task!r}; give the task to one of them (models.<name>.tasks) and another task with the "
+                              f"same pool to the others")
+        try:
+            rates = read_rates(probe["from"], key)
+            pool_ids = _planned_split_ids(cfg, tcfg["pool"])
+            if pool_ids is not None:
+                check_ids(rates, pool_ids, key)
+        except ImportedRatesError as e:
+            raise ConfigError(str(e)) from None
+        if greedy_strategies and GREEDY_COLUMN not in rates.columns:
+            raise ConfigError(f"{key}: selection.strategies {', '.join(greedy_strategies)} split the pool by the base "
+                              f"model's greedy answer, which {probe['from']} does not give (no {GREEDY_COLUMN} column); "
+                              f"add the column or drop those strategies")
+
+
+def _planned_split_ids(cfg: dict, ref: str) -> list[str] | None:
+    """A split's ids where planning can make the split without the hub, as its dataset_split job does (a generated
+    split, a local file); None for a hub split, or where the split cannot be made (its job says why)."""
+    from hardex.tasks import get_task
+    from hardex.tasks.base import DataError
+    from hardex.tasks.rows import keep_listed
+
+    spec = split_spec(cfg, ref)
+    if spec["family"] not in SYNTHETIC_FAMILIES and not spec["spec"].get("file"):
+        return None
+    try:
+        return keep_listed(get_task(spec["family"]).load_split(spec["spec"], root=None), spec["spec"])["id"].to_list()
+    except (DataError, OSError, ValueError):
+        return None
+
+
+def imported_rates(cfg: dict) -> dict[str, str]:
+    """{task: its pass-rate file} of the tasks whose pass rates are imported (`tasks.<task>.probe.from`)."""
+    return {t: tc["probe"]["from"] for t, tc in cfg["tasks"].items() if (tc.get("probe") or {}).get("from")}
+
+
+def _check_prompts_and_reward_hooks(cfg: dict) -> None:
+    """A task's prompt template (it names {question}, and nothing but {question} and {instruction}) and its
+    reward hook (it imports, and takes (completion, answer, prompt): hardex.reward_hook.check_hook)."""
+    from hardex.reward_hook import HookError, check_hook
+    from hardex.tasks import template_error
+
+    for task, tcfg in cfg["tasks"].items():
+        if "prompt_template" in tcfg and (error := template_error(tcfg["prompt_template"])):
+            raise ConfigError(f"tasks.{task}.prompt_template: {error}")
+        if "reward" in tcfg:
+            try:
+                check_hook(tcfg["reward"])
+            except HookError as e:
+                raise ConfigError(f"tasks.{task}.reward: {e}") from None
+
+
 def canonicalize(node: Any) -> Any:
     """Sort the keys of every mapping, in place; lists keep their order (it can mean something).
 
@@ -491,6 +575,8 @@ def check_config(config: dict[str, Any], schema_path: Path = SCHEMA) -> dict[str
     _check_steps_fit_subsets(config)
     _check_adaptive_boundaries(config)
     _check_power(config)
+    _check_imported_probes(config)
+    _check_prompts_and_reward_hooks(config)
     return canonicalize(config)
 
 
@@ -555,7 +641,16 @@ def probe_settings(cfg: dict, task: str) -> dict:
             adaptive["budget"] = cfg["selection"]["budget"]
         if adaptive.get("strategies") is None:
             adaptive["strategies"] = boundary_strategies(cfg)
+    if prompt := task_prompt(cfg, task):
+        settings["prompt"] = prompt
     return settings
+
+
+def task_prompt(cfg: dict, task: str) -> dict:
+    """How a task asks, as its probe, train and evaluate jobs get it (hardex.tasks.get_task's `prompt`): its
+    `prompt_template` and `system_prompt` where the config sets them; {} for today's prompt, and then no
+    rule's params hold the key, so that results made before these keys existed stay up to date."""
+    return {k: cfg["tasks"][task][k] for k in ("prompt_template", "system_prompt") if k in cfg["tasks"][task]}
 
 
 def sampling_mismatch(probe: dict[str, Any] | None, grpo: dict[str, Any]) -> str | None:
@@ -579,9 +674,14 @@ def sampling_mismatch(probe: dict[str, Any] | None, grpo: dict[str, Any]) -> str
 def sampling_notices(cfg: dict) -> list[str]:
     """One line per model x task whose probe samples otherwise than that model's GRPO (temperature, top_p,
     max length; `sampling_mismatch`): a notice at planning time, never an error."""
-    lines = []
+    imported = imported_rates(cfg)
+    # imported pass rates were sampled as their file's run did, which hardex does not know
+    lines = [f"{task}: pass rates imported from {path} (tasks.{task}.probe.from): how they were sampled is not known "
+             f"here; they describe GRPO's groups only if that run sampled as GRPO does" for task, path in imported.items()]
     for model in cfg["models"]:
         for task in cfg["tasks"]:
+            if task in imported:
+                continue
             line = sampling_mismatch(probe_settings(cfg, task), grpo_settings(cfg, model))
             if line:
                 lines.append(f"{model}/{task}: {line.removeprefix('WARNING: ')}")
@@ -629,14 +729,23 @@ def grpo_settings(cfg: dict, model: str) -> dict:
     return g
 
 
-def run_grpo_settings(cfg: dict, model: str, run_strategy: str) -> dict:
+def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None = None) -> dict:
     """One run's grpo settings: the model's, with `online_filtering` for a <strategy>_online run (the key
-    is absent otherwise, so that other runs keep the settings, and checkpoints, they had before it)."""
-    from hardex.selection import offline_strategy
+    is absent otherwise, so that other runs keep the settings, and checkpoints, they had before it). With
+    its `task`, also the task's `prompt` and `reward_hook` (the hook's spec and a hash of its file,
+    hardex.reward_hook.hook_settings; a format control, which never calls it, left without) where set."""
+    from hardex.selection import offline_strategy, run_strategy_parts
 
     g = grpo_settings(cfg, model)
     if offline_strategy(run_strategy)[1]:
         g["online_filtering"] = True
+    if task is not None:
+        if prompt := task_prompt(cfg, task):
+            g["prompt"] = prompt
+        if "reward" in cfg["tasks"][task] and run_strategy_parts(run_strategy)[2] != "format":
+            from hardex.reward_hook import hook_settings
+
+            g["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
     return g
 
 

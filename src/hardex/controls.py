@@ -29,7 +29,10 @@ keyed by them (a resumed run keeps its mapping, a changed mapping starts afresh)
 run trained in several (hardex.train_worker) get them with the rows; the derangement is a function of
 the answers and the seed alone, so every job that rebuilds it gets the same one. The random reward's draws
 are keyed by the run seed and the completions scored, so a resumed run or another process draws alike.
-The true reward stays `hardex.training.task_reward`; this module imports no stage.
+The true reward stays `hardex.training.task_reward`, or a task's reward hook (`tasks.<task>.reward`,
+hardex.reward_hook) in its place: the random-reward control then takes its rate from the hook's rewards and the
+shuffled control pays what the hook gives against another example's reference; the format control scores the
+answer's form with the task's own extraction, hook or not. This module imports no stage.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from hardex.reward_hook import hook_reward
 from hardex.tasks import last_boxed, strip_echo
 from hardex.tasks.released import released_last_box
 
@@ -189,28 +193,33 @@ def control_rows(control: str | None, rows: list[dict[str, Any]], seed: int) -> 
 
 
 def run_reward(control: str | None, task, scale: float, task_reward: Callable[[Any, float], Reward],
-               seed: int = 0) -> Reward:
+               seed: int = 0, hook: str | None = None) -> Reward:
     """The reward a run trains with: the format control's, the random-reward control's (its draws seeded by
-    the run `seed`), or the true reward `task_reward(task, scale)` (hardex.training's, passed in: this
-    module imports no stage), which for the shuffled control reads the shuffled references `control_rows`
-    wrote."""
+    the run `seed`), or the true reward: `task_reward(task, scale)` (hardex.training's, passed in: this
+    module imports no stage), or the reward hook `hook` names in its place (tasks.<task>.reward, a spec of
+    hardex.reward_hook), which for the shuffled control reads the shuffled references `control_rows` wrote."""
     if control == "format":
         return format_reward(task, scale)
+    true_reward = hook_reward(hook, scale) if hook else task_reward(task, scale)
     if control == "random_reward":
-        return RandomReward(task_reward(task, scale), scale, seed)
+        return RandomReward(true_reward, scale, seed)
     if control not in (None, "shuffled"):
         raise ValueError(f"unknown control {control!r}")
-    return task_reward(task, scale)
+    return true_reward
 
 
-def reward_line(control: str | None, scale: float) -> str:
-    """What the job's log says about the reward that ran."""
+def reward_line(control: str | None, scale: float, hook: str | None = None) -> str:
+    """What the job's log says about the reward that ran (`hook`: the task's reward hook, where it has one)."""
+    # without a hook, the lines as they were: a control run's checkpoints are keyed by its line (scripts/train.py)
+    scorer = f"the reward hook {hook}" if hook else "the task's scorer"
+    paid = f"{scale:g} x what it returns" if hook else f"{scale:g} if right, else 0"
+    rate = f"the rate of the reward hook {hook}" if hook else "the true reward's rate"
     return {
-        None: f"reward: the task's scorer against each example's own reference ({scale:g} if right, else 0)",
-        "shuffled": f"reward: shuffled control, the task's scorer against another example's reference "
-                    f"({scale:g} if it matches, else 0)",
+        None: f"reward: {scorer} against each example's own reference ({paid})",
+        "shuffled": f"reward: shuffled control, {scorer} against another example's reference "
+                    f"({paid.replace('right', 'it matches')})",
         "format": f"reward: format control, up to {scale:g} for the answer's form, right or wrong: a half for an "
                   f"answer the scorer reads, a quarter each for a boxed answer and a completion that ends with it",
-        "random_reward": f"reward: random-reward control, {scale:g} at random with the true reward's rate in "
-                         f"each step, whatever the completion says, else 0",
+        "random_reward": f"reward: random-reward control, {scale:g} at random with {rate} in each step, whatever "
+                         f"the completion says, else 0",
     }[control]

@@ -2,33 +2,74 @@
 from its work (steps x completions x tokens; prompts x samples x tokens) at stated GPU rates rather than from
 the model's size alone, so that a long run of a large model is not killed at its first attempt's limit.
 
-The rates are a GPU's; on a CPU, and where the work cannot be known while Snakemake plans (an architecture
-that is not kept, a hub split not downloaded yet), a job asks compute.runtime_min + runtime_min_per_b x size_b
-minutes as before. Snakemake sizes a job's resources again when it submits it, once its inputs exist, so the
-row counts read from their files (split_rows) are the real ones by then.
+The rates are those stated for the GPU kind the config names (compute.gpu_kind: GPU_RATES); on a CPU, and
+where the work cannot be known while Snakemake plans (an architecture that is not kept, a hub split not
+downloaded yet), a job asks compute.runtime_min + runtime_min_per_b x size_b minutes as before. Snakemake
+sizes a job's resources again when it submits it, once its inputs exist, so the row counts read from their
+files (split_rows) are the real ones by then.
+
+The same estimates, summed over a config's jobs, are the GPU-hours `snakemake -n` prints per model
+(gpu_hours_lines); there a model whose runs already recorded train steps in the working directory trains at
+the rate those steps measured (measured_train), and its line says so.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from hardex import layout
 from hardex.architectures import count_parameters
-from hardex.config import generation_settings, grpo_settings, known_split_size, probe_settings, run_grpo_settings
+from hardex.config import (generation_settings, grpo_settings, known_split_size, model_tasks, probe_settings,
+                           run_grpo_settings, run_strategies, seed_design, seed_list)
 from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Shape, hf_batch,
                                 model_architecture, sampling_bytes_per_row)
 from hardex.schedule import run_steps
 
-#: sustained FLOP/s of one GPU in a train step's forward and backward passes and in a generation's prefill:
-#: 30 % of an H100 SXM's dense bfloat16 peak (989 TFLOP/s), a model FLOPs utilisation Hugging Face training
-#: with gradient checkpointing reaches at these lengths. Stated, not measured: no GPU step of a model above
-#: 135M parameters has run here yet (docs/gpu-runs.md); a measured rate should replace it
-GPU_FLOPS = 3.0e14
-#: bytes per second a decode step streams from GPU memory (every weight, the batch's KV cache, the sampler's
-#: float32 copies of each row's logits): 45 % of an H100 SXM's 3.35 TB/s. Decoding a batch of a model of
-#: billions of parameters is bound by this; a small model's by per-step overheads (below), which is why
-#: docs/gpu-runs.md's 0.6B Qwen3 (9-24k tokens/s) gives no rate for the presets' models
-GPU_DECODE_BYTES_PER_S = 1.5e12
+#: the share of a GPU's dense bfloat16 peak that a train step's forward and backward passes and a generation's
+#: prefill sustain: a model FLOPs utilisation Hugging Face training with gradient checkpointing reaches at these
+#: lengths. Stated, not measured: no GPU step of a model above 135M parameters had run when it was set
+#: (docs/gpu-runs.md; a first step of the random Qwen3-4B on an H200 later took 1.7x the estimate)
+FLOPS_UTILISATION = 0.30
+#: the share of a GPU's memory bandwidth a decode step streams (every weight, the batch's KV cache, the
+#: sampler's float32 copies of each row's logits). Decoding a batch of a model of billions of parameters is
+#: bound by this; a small model's by per-step overheads (below), which is why docs/gpu-runs.md's 0.6B Qwen3
+#: (9-24k tokens/s) gives no rate for the presets' models
+DECODE_UTILISATION = 0.45
+
+
+@dataclass(frozen=True)
+class GpuRates:
+    """A GPU kind's published peaks; a job's work is estimated at FLOPS_UTILISATION and DECODE_UTILISATION of them."""
+    name: str
+    peak_flops: float  #: dense bfloat16 tensor FLOP/s, without sparsity
+    peak_bytes_per_s: float  #: memory bandwidth
+
+    @property
+    def flops(self) -> float:
+        """Sustained FLOP/s of forward and backward passes and of a prefill."""
+        return FLOPS_UTILISATION * self.peak_flops
+
+    @property
+    def decode_bytes_per_s(self) -> float:
+        """Bytes per second a decode step streams from GPU memory."""
+        return DECODE_UTILISATION * self.peak_bytes_per_s
+
+    def source(self) -> str:
+        return (f"{self.name} stated rates: {FLOPS_UTILISATION:.0%} of {self.peak_flops / 1e12:g} TFLOP/s bf16, "
+                f"{DECODE_UTILISATION:.0%} of {self.peak_bytes_per_s / 1e12:g} TB/s")
+
+
+#: compute.gpu_kind -> its peaks, from NVIDIA's data sheets (SXM boards; dense bf16 tensor FLOP/s, memory
+#: bandwidth): H100 SXM 989 TFLOP/s, 3.35 TB/s HBM3; H200 SXM the H100's compute, 4.8 TB/s HBM3e; A100 SXM
+#: 80GB 312 TFLOP/s, 2.039 TB/s HBM2e
+GPU_RATES = {
+    "h100": GpuRates("H100", 989e12, 3.35e12),
+    "h200": GpuRates("H200", 989e12, 4.8e12),
+    "a100": GpuRates("A100", 312e12, 2.039e12),
+}
 #: what a decode step costs beside its memory traffic: about 30 kernel launches per layer at ~10 us each
 DECODE_SECONDS_PER_LAYER = 3e-4
 #: Slurm's runtime is compute.runtime_min (start, model loading) + the estimate times this (rates that vary,
@@ -36,18 +77,24 @@ DECODE_SECONDS_PER_LAYER = 3e-4
 RUNTIME_SAFETY = 1.5
 
 
+def gpu_rates(cfg: dict) -> GpuRates:
+    """The stated rates of the config's GPU kind (compute.gpu_kind; an H100's where it is not set)."""
+    return GPU_RATES[(cfg.get("compute") or {}).get("gpu_kind") or "h100"]
+
+
 def generation_seconds(s: Shape, n_params: int, nbytes: int, *, prompts: int, samples: int, prompt_tokens: int,
-                       max_new_tokens: int, budget: int, max_batch_prompts: int, top_p: float = 1.0) -> float:
+                       max_new_tokens: int, budget: int, max_batch_prompts: int, top_p: float = 1.0,
+                       rates: GpuRates = GPU_RATES["h100"]) -> float:
     """GPU seconds to sample `samples` completions of `max_new_tokens` for each of `prompts` prompts in the
-    batches HFGenerator packs: each batch's prefill (2 FLOPs per parameter and prompt token at GPU_FLOPS) and
-    max_new_tokens decode steps, each streaming the weights, the batch's KV cache (half full on average) and
-    its sampler's logits at GPU_DECODE_BYTES_PER_S, plus its per-layer overhead."""
+    batches HFGenerator packs: each batch's prefill (2 FLOPs per parameter and prompt token at the rates'
+    FLOP/s) and max_new_tokens decode steps, each streaming the weights, the batch's KV cache (half full on
+    average) and its sampler's logits at their bytes per second, plus its per-layer overhead."""
     batch = hf_batch(budget, samples, prompt_tokens, max_new_tokens, max_batch_prompts, prompts)
     batches = math.ceil(prompts / batch.prompts)
     traffic = (n_params * nbytes + batch.rows * (prompt_tokens + max_new_tokens / 2) * s.kv_bytes_per_token(nbytes)
                + batch.rows * sampling_bytes_per_row(s, nbytes, top_p))
-    decode = batches * max_new_tokens * (traffic / GPU_DECODE_BYTES_PER_S + s.layers * DECODE_SECONDS_PER_LAYER)
-    return decode + 2 * n_params * prompts * prompt_tokens / GPU_FLOPS
+    decode = batches * max_new_tokens * (traffic / rates.decode_bytes_per_s + s.layers * DECODE_SECONDS_PER_LAYER)
+    return decode + 2 * n_params * prompts * prompt_tokens / rates.flops
 
 
 def _sized(cfg: dict, model: str) -> tuple[Shape, int] | None:
@@ -67,8 +114,8 @@ def train_seconds(cfg: dict, model: str, steps: int) -> float | None:
     rollouts (generation_seconds; TRL's generate prefills every completion) and the forward and backward
     passes of its completions x (prompt + completion) tokens, 2 FLOPs per parameter and token forward, 4
     backward with every weight trained (2 under LoRA: no weight gradients of the frozen base), 2 more to
-    recompute under gradient checkpointing and 2 for the reference model's forward when beta > 0, at
-    GPU_FLOPS; grpo.processes share the work."""
+    recompute under gradient checkpointing and 2 for the reference model's forward when beta > 0, at the
+    FLOP/s of compute.gpu_kind; grpo.processes share the work."""
     sized = _sized(cfg, model)
     if sized is None:
         return None
@@ -78,16 +125,18 @@ def train_seconds(cfg: dict, model: str, steps: int) -> float | None:
     completions = g["prompts_per_step"] * g["num_generations"]
     flops = 2 + (4 if g["finetune"] == "full" else 2) + (2 if g["gradient_checkpointing"] else 0) \
         + (2 if g["beta"] > 0 else 0)
-    backprop = completions * (prompt + completion) * flops * n / GPU_FLOPS
+    rates = gpu_rates(cfg)
+    backprop = completions * (prompt + completion) * flops * n / rates.flops
     nbytes = DTYPE_BYTES["bfloat16"]
     if g["rollouts"] == "trl":
         rollouts = generation_seconds(s, n, nbytes, prompts=completions, samples=1, prompt_tokens=prompt,
                                       max_new_tokens=completion, budget=completions * (prompt + completion),
-                                      max_batch_prompts=completions, top_p=g["top_p"])
+                                      max_batch_prompts=completions, top_p=g["top_p"], rates=rates)
     else:  # hardex's generator (vLLM's engines and server are faster: an upper bound)
         rollouts = generation_seconds(s, n, nbytes, prompts=g["prompts_per_step"], samples=g["num_generations"],
                                       prompt_tokens=prompt, max_new_tokens=completion, budget=ROLLOUT_TOKEN_BUDGET,
-                                      max_batch_prompts=ROLLOUT_MAX_BATCH_PROMPTS, top_p=g["top_p"])
+                                      max_batch_prompts=ROLLOUT_MAX_BATCH_PROMPTS, top_p=g["top_p"],
+                                      rates=rates)
     return steps * (backprop + rollouts) / g["processes"]
 
 
@@ -104,7 +153,7 @@ def sampling_seconds(cfg: dict, model: str, work: list[tuple[int, int, int, floa
     prompt = int(cfg["compute"].get("prompt_tokens") or 512)
     return sum(generation_seconds(s, n, DTYPE_BYTES["bfloat16"], prompts=prompts, samples=samples, prompt_tokens=prompt,
                                   max_new_tokens=new, budget=budget, max_batch_prompts=gen["max_batch_prompts"],
-                                  top_p=top_p)
+                                  top_p=top_p, rates=gpu_rates(cfg))
                for prompts, samples, new, top_p in work if prompts)
 
 
@@ -182,9 +231,14 @@ def probe_minutes(cfg: dict, model: str, task: str, pool, attempt: int) -> int:
     """Runtime of a probe job: k samples of every pool prompt (sampling_seconds)."""
     if not _on_gpus(cfg):
         return runtime_minutes(cfg, model, None, attempt)
+    return sampling_minutes(cfg, model, probe_work(cfg, task, pool), attempt)
+
+
+def probe_work(cfg: dict, task: str, pool) -> list[tuple]:
+    """(prompts, samples, max_new_tokens, top_p) of a probe job: k samples of every pool prompt (adaptive
+    probing stops sampling some earlier: an upper bound)."""
     p = probe_settings(cfg, task)
-    work = [(split_rows(cfg, cfg["tasks"][task]["pool"], pool), p["k"], p["max_new_tokens"], p.get("top_p", 1.0))]
-    return sampling_minutes(cfg, model, work, attempt)
+    return [(split_rows(cfg, cfg["tasks"][task]["pool"], pool), p["k"], p["max_new_tokens"], p.get("top_p", 1.0))]
 
 
 def evaluate_base_minutes(cfg: dict, model: str, benchmarks: list[dict], paths: list, seeds: int,
@@ -201,5 +255,151 @@ def evaluate_run_minutes(cfg: dict, model: str, task: str, strategy: str, benchm
     steps = run_steps_planned(cfg, model, task, strategy, None, pool) if _on_gpus(cfg) else None
     if not steps:
         return runtime_minutes(cfg, model, None, attempt)
-    checkpoints = math.ceil(steps / run_grpo_settings(cfg, model, strategy)["save_steps"]) + 1
-    return sampling_minutes(cfg, model, evaluation_work(cfg, benchmarks, paths, checkpoints), attempt)
+    work = evaluation_work(cfg, benchmarks, paths, checkpoints(cfg, model, strategy, steps))
+    return sampling_minutes(cfg, model, work, attempt)
+
+
+def checkpoints(cfg: dict, model: str, strategy: str, steps: int) -> int:
+    """The checkpoints a run's evaluation reads: every save_steps, and the last."""
+    return math.ceil(steps / run_grpo_settings(cfg, model, strategy)["save_steps"]) + 1
+
+
+# ---- GPUs per job, and GPU-hours of a whole config, printed with the memory plan ------------------------------
+
+def generation_gpus(cfg: dict) -> int:
+    """GPUs of a probe or evaluate job: compute.gpu, times tensor_parallel_size for a vLLM engine split over GPUs."""
+    gen = cfg["generation"]
+    return cfg["compute"]["gpu"] * (gen["vllm"]["tensor_parallel_size"] if gen["backend"] == "vllm" else 1)
+
+
+def train_gpus(cfg: dict, model: str) -> int:
+    """GPUs of a train job: compute.gpu for each training process, and for each GPU of a vLLM server of its own."""
+    g = grpo_settings(cfg, model)
+    server = g["vllm_server_gpus"] if g["rollouts"] == "vllm-server" else 0
+    return cfg["compute"]["gpu"] * (g["processes"] + server)
+
+
+@dataclass(frozen=True)
+class MeasuredTrain:
+    """The train steps a model's runs recorded in this working directory: their summed step_time against
+    train_seconds' estimate of as many steps at the stated rates."""
+    steps: int
+    seconds: float
+    estimate: float
+    where: str
+
+    @property
+    def factor(self) -> float:
+        """Measured seconds per estimated second: above 1, the GPU is slower than its stated rates."""
+        return self.seconds / self.estimate
+
+
+def measured_train(cfg: dict, model: str, root: Path = Path(".")) -> MeasuredTrain | None:
+    """The steps every run of `model` under `root` recorded (steps.parquet: each optimizer step's wall time,
+    rollouts included), None where there are none or the model's work cannot be estimated. Their count is read
+    from the records, so a run of more steps planned now is still compared with as many steps as were made; a
+    step's size is the config's (steps made under other grpo settings, or on a CPU, give a rate that is not
+    this config's GPU's: the printed line names the records and the factor)."""
+    import pyarrow.parquet as pq
+
+    pattern = layout.fill(layout.STEPS, model=model, task="*", strategy="*", seed="*")
+    seconds, steps = 0.0, 0
+    for path in sorted(root.glob(pattern)):
+        try:
+            times = [t for t in pq.read_table(path, columns=["step_time"]).column(0).to_pylist() if t]
+        except (OSError, ValueError, KeyError):
+            continue  # a damaged or older record: the train job names it, not planning
+        seconds, steps = seconds + sum(times), steps + len(times)
+    estimate = train_seconds(cfg, model, steps) if steps else None
+    if not estimate:
+        return None
+    return MeasuredTrain(steps, seconds, estimate, pattern.split("/*")[0])
+
+
+@dataclass(frozen=True)
+class StageHours:
+    """GPU-hours of one stage of a model's jobs: jobs, GPUs each, and their work in GPU-hours (None where
+    some job's work is unknown while planning)."""
+    jobs: int
+    gpus: int
+    hours: float | None
+
+
+def _data_path(ref: str) -> str:
+    dataset, split = ref.split("/", 1)
+    return layout.fill(layout.DATA, dataset=dataset, split=split)
+
+
+def _hours(seconds: list[float | None], gpus: int) -> float | None:
+    return None if any(s is None for s in seconds) else sum(seconds) * gpus / 3600
+
+
+def gpu_hours(cfg: dict, model: str, benchmarks: Callable[[str, bool], list[dict]],
+              measured: MeasuredTrain | None = None, probed: list[str] | None = None) -> dict[str, StageHours]:
+    """probe, train and evaluate (base and runs) of `model`: every job of the config, each job's work (the
+    estimates Slurm's runtime is made of, without compute.runtime_min or the safety factor) times its GPUs;
+    train at the measured rate where one is given. `benchmarks(task, base)` is a task's benchmark params (ref
+    and decoding) as the base's or a run's evaluate job gets them (rules/common.smk); `probed`: the tasks
+    that are probed (all by default; a task whose pass rates come from a file has no probe job). Seeds of a
+    sequential design: its maximum. Split sizes: their files where they exist, else what the config says."""
+    tasks = model_tasks(cfg, model)
+    runs = [(t, s) for t in tasks for s in run_strategies(cfg)] * len(seed_list(cfg))
+    gen_gpus, seeds = generation_gpus(cfg), len(seed_list(cfg))
+    probe = [sampling_seconds(cfg, model, probe_work(cfg, t, _data_path(cfg["tasks"][t]["pool"])))
+             for t in tasks if probed is None or t in probed]
+    train, evaluate = [], []
+    for t in tasks:
+        bench = benchmarks(t, True)
+        evaluate.append(sampling_seconds(cfg, model, evaluation_work(cfg, bench, [_data_path(b["ref"]) for b in bench],
+                                                                     seeds)))
+    for t, strategy in runs:
+        steps = run_steps_planned(cfg, model, t, strategy, None, _data_path(cfg["tasks"][t]["pool"]))
+        seconds = train_seconds(cfg, model, steps) if steps else None
+        train.append(seconds * measured.factor if seconds is not None and measured else seconds)
+        bench = benchmarks(t, False)
+        work = evaluation_work(cfg, bench, [_data_path(b["ref"]) for b in bench],
+                               checkpoints(cfg, model, strategy, steps)) if steps else None
+        evaluate.append(sampling_seconds(cfg, model, work) if work else None)
+    return {"probe": StageHours(len(probe), gen_gpus, _hours(probe, gen_gpus)),
+            "train": StageHours(len(train), train_gpus(cfg, model), _hours(train, train_gpus(cfg, model))),
+            "evaluate": StageHours(len(evaluate), gen_gpus, _hours(evaluate, gen_gpus))}
+
+
+def _h(hours: float | None) -> str:
+    return "?" if hours is None else f"{hours:.0f}" if hours >= 100 else f"{hours:.3g}"
+
+
+def gpu_hours_lines(cfg: dict, benchmarks: Callable[[str, bool], list[dict]], probed: list[str] | None = None,
+                    root: Path = Path(".")) -> list[str]:
+    """What `snakemake -n` prints of a GPU config: the rates' source, then one line per model (jobs, GPUs per
+    job and GPU-hours of probe, train and evaluate, and their total), a model with train steps recorded under
+    `root` training at their measured rate, said on its line. None on a CPU (no GPU rate applies)."""
+    if not _on_gpus(cfg):
+        return []
+    rates = gpu_rates(cfg)
+    upto = "up to " if seed_design(cfg) else ""
+    lines = [f"GPU-hours of each model's jobs, their work estimated at {rates.source()} (compute.gpu_kind), "
+             f"model loading and Slurm's margin not counted:"]
+    for model in cfg["models"]:
+        measured = measured_train(cfg, model, root)
+        stages = gpu_hours(cfg, model, benchmarks, measured, probed)
+        known = [s.hours for s in stages.values() if s.hours is not None]
+        total = _h(sum(known)) + ("+?" if len(known) < len(stages) else "") if known else "?"
+        parts = [f"{name} {upto if name != 'probe' else ''}{s.jobs} job{'s' if s.jobs != 1 else ''} x {s.gpus} "
+                 f"GPU{'s' if s.gpus != 1 else ''} {_h(s.hours)} h" for name, s in stages.items()]
+        rate = (f"train at the rate measured in {measured.where} ({measured.steps} steps, {measured.factor:.2f}x "
+                f"the {rates.name} stated estimate)" if measured else f"{rates.name} stated rates")
+        lines.append(f"  {model}: {', '.join(parts)}; total {total} GPU-hours ({rate})")
+    if any("? h" in line for line in lines):
+        lines.append("  ?: a job whose work is unknown while planning (the model's architecture, or a split's size "
+                     "before its data exists)")
+    return lines
+
+
+def print_gpu_hours(cfg: dict, benchmarks: Callable[[str, bool], list[dict]], probed: list[str] | None = None) -> None:
+    """For the Snakefile: gpu_hours_lines on stderr (so `snakemake -n` shows them beside the memory plan)."""
+    import sys
+
+    lines = gpu_hours_lines(cfg, benchmarks, probed)
+    if lines:
+        print("hardex: " + "\n".join(lines), file=sys.stderr)

@@ -582,13 +582,16 @@ def plan(cfg: dict) -> list[JobPlan]:
                       max_model_len=gen["vllm"].get("max_model_len"), parameters=parameters, device=device)
         probes = []
         for task in cfg["tasks"]:
+            if (cfg["tasks"][task].get("probe") or {}).get("from"):
+                continue  # its pass rates are imported: no probe job loads the model
             p = probe_settings(cfg, task)
             adaptive = p.get("adaptive") or {}
             # adaptive probing asks for few samples per call: more prompts share a batch, a larger prefill
             samples = min(adaptive["min_samples"], adaptive["round_size"]) if adaptive.get("enabled") else p["k"]
             probes.append((task, dict(common, samples=samples, max_new_tokens=p["max_new_tokens"], top_p=Sampling.from_config(p).top_p,
                                       prompts=known_split_size(cfg, cfg["tasks"][task]["pool"]))))
-        jobs.append(_worst("probe", arch, probes))
+        if probes:
+            jobs.append(_worst("probe", arch, probes))
         full = g["finetune"] == "full"
         # the base model takes evaluation.base_pass_k samples on each task's first benchmark
         base_k = {t["benchmarks"][0]: cfg["evaluation"].get("base_pass_k") or 0 for t in cfg["tasks"].values()}

@@ -24,23 +24,26 @@ EOS = "<|endoftext|>"
 PAD = "<|pad|>"
 
 
-def render_prompt(tokenizer, user_text: str, chat: bool) -> str:
+def render_prompt(tokenizer, user_text: str, chat: bool, system: str | None = None) -> str:
     """The text fed to the model for one user turn: chat template (Qwen3 non-thinking) or plain.
+    `system` (tasks.<task>.system_prompt) is the chat's system message; a plain prompt opens with it
+    as a paragraph of its own.
 
     The text holds every special token the model expects (a chat template writes its own BOS; a
     plain prompt gets the BOS its tokenizer would add), so `encode_prompt` adds none: probing,
     training and evaluation then feed the model the same token ids on every backend.
     """
     if chat:
+        system_turn = [] if system is None else [{"role": "system", "content": system}]
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": user_text}],
+            system_turn + [{"role": "user", "content": user_text}],
             tokenize=False,
             add_generation_prompt=True,
             enable_thinking=False,
         )
     bos = getattr(tokenizer, "bos_token", None) if tokenizer is not None else None
     adds_bos = bos is not None and tokenizer("x")["input_ids"][:1] == [tokenizer.bos_token_id]
-    return (bos if adds_bos else "") + user_text + "\n"
+    return (bos if adds_bos else "") + (f"{system}\n\n" if system else "") + user_text + "\n"
 
 
 def encode_prompt(tokenizer, text: str) -> list[int]:

@@ -21,9 +21,10 @@ def main(spec_file: str) -> None:
     hold_to_share()  # accelerate's ranks do not pass through the job's setup (hardex.workflow.job_log)
     spec = json.loads(Path(spec_file).read_text())
     reward = spec["reward"]
-    # a control's reward (hardex.controls); shuffled references came with the rows
+    # a control's reward (hardex.controls); shuffled references came with the rows; a reward hook loaded again
+    # by its spec (hardex.reward_hook), a function being nothing a process can be handed
     reward_fn = run_reward(reward.get("control"), get_task(reward["family"], reward["scoring"]), reward["scale"],
-                           task_reward, spec["seed"])
+                           task_reward, spec["seed"], reward.get("hook"))
     fit(spec["model_path"], spec["rows"], reward_fn, spec["g"], spec["seed"], Path(spec["ckpt_dir"]),
         spec["resume"], spec["steps_total"], spec["trainer_args"])
 

@@ -9,7 +9,9 @@ Checkpoints live in `<run>/checkpoints/`, which the workflow does not declare as
 Snakemake deletes a failed job's declared outputs, and a killed run must find its checkpoints
 again. A hash of what decides their content (the model's fingerprint, the scorer, the settings,
 the seed, the rendered prompts and answers) guards them: checkpoints of anything else are never
-resumed.
+resumed. Under a fixed schedule horizon (`grpo.schedule_steps`, hardex.schedule) the steps a run stops
+at are not part of it: a finished run continues to more steps, or publishes the checkpoint at fewer, with
+the record and weights of an uninterrupted run.
 
 A run fails loudly rather than finish with fewer steps than asked: a subset smaller than one
 step is refused (or repeated, when the config says so), and a run that ends early is an error.
@@ -33,7 +35,7 @@ from hardex.io import checkpoint_steps, settings_hash, write_json_atomic, write_
 from hardex.metrics import learnable_pct
 from hardex.precision import DTYPE_NAMES, resolve_precision, torch_dtype
 from hardex.quantization import quantization_config
-from hardex.schedule import run_steps
+from hardex.schedule import RUN_END, past_horizon, run_steps, schedule_horizon
 from hardex.tracking import tracker_args
 
 STEP_RECORD = "steps.jsonl"  # beside the checkpoints: one JSON line per step, appended as it ends
@@ -182,7 +184,8 @@ def subset_rows(subset: pl.DataFrame, pool: pl.DataFrame, task, render: Callable
 
 
 def task_reward(task, scale: float = 1.0) -> Callable[[str, str, str], float]:
-    """The verifiable reward: `scale` for a completion the task's scorer accepts, else 0."""
+    """The verifiable reward: `scale` for a completion the task's scorer accepts, else 0. A task's reward hook
+    (tasks.<task>.reward) is called the same way in its place (hardex.controls.run_reward, hardex.reward_hook)."""
     return lambda completion, answer, prompt: scale * float(task.is_correct(completion, answer, prompt))
 
 
@@ -210,12 +213,34 @@ def _trainer_class():
 
     from hardex.models import encode_prompt
 
+    class EpochOrder(torch.utils.data.Sampler):
+        """TRL's sampler, drawing epoch e's order as an uninterrupted run does. TRL draws each epoch's order
+        from one generator seeded once, so a run resumed in epoch e (a fresh sampler) trained on epoch 0's order
+        again. The Trainer calls set_epoch(e) before each epoch: the generator is replayed to epoch e's draw."""
+
+        def __init__(self, sampler):
+            self.sampler = sampler
+
+        def __iter__(self):
+            return iter(self.sampler)
+
+        def __len__(self):
+            return len(self.sampler)
+
+        def set_epoch(self, epoch: int) -> None:
+            if self.sampler.shuffle and self.sampler.seed is not None:
+                self.sampler.generator.manual_seed(self.sampler.seed)
+                for _ in range(epoch):  # each epoch's __iter__ draws one permutation
+                    torch.randperm(self.sampler.num_samples, generator=self.sampler.generator)
+
     class Trainer(GRPOTrainer):
         """TRL's GRPOTrainer, tokenizing prompts as probing and evaluation do (`encode_prompt`):
-        TRL would add special tokens to text that already holds them (two BOS for Llama 3); and training a
-        quantized model's LoRA adapters in float32."""
+        TRL would add special tokens to text that already holds them (two BOS for Llama 3); training a
+        quantized model's LoRA adapters in float32; its learning-rate schedule spanning `schedule_steps`
+        (hardex.schedule); and each epoch's order the same whether the run was resumed or not."""
 
-        def __init__(self, model, *args, **kwargs):
+        def __init__(self, model, *args, schedule_steps: int | None = None, **kwargs):
+            self.schedule_steps = schedule_steps
             super().__init__(model, *args, **kwargs)
             # TRL casts the trainable parameters of a 4- or 8-bit model to bfloat16 (QLoRA's recipe), and torch's
             # AdamW keeps no float32 copy: at GRPO's learning rates most updates would round away. Cast back
@@ -229,6 +254,12 @@ def _trainer_class():
             if not isinstance(prompts[0], str):
                 return super()._tokenize_prompts(prompts)
             return [encode_prompt(self.processing_class, p) for p in prompts], None, {}
+
+        def _get_train_sampler(self, dataset=None):
+            return EpochOrder(super()._get_train_sampler(dataset))
+
+        def create_scheduler(self, num_training_steps: int, optimizer=None):
+            return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
 
     return Trainer
 
@@ -459,7 +490,7 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
                                      // (g["gradient_accumulation_steps"] * g["processes"])),
         **{key: g[key] for key in SAME_NAME_IN_TRL},
         lr_scheduler_type=g["lr_scheduler"],
-        warmup_steps=math.ceil(g["warmup_ratio"] * steps),
+        warmup_steps=math.ceil(g["warmup_ratio"] * schedule_horizon(g, steps)),  # the schedule's, as its decay
         save_strategy="steps",
         save_total_limit=None,  # every checkpoint is evaluated for the training curves
         logging_steps=1,
@@ -476,6 +507,61 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
 
 #: grpo settings that change nothing a run computes: a resumed run keeps its checkpoints when they change
 NOT_COMPUTED = ("report_to",)
+
+
+def resume_settings(g: dict[str, Any]) -> dict[str, Any]:
+    """The grpo settings that decide what a run's checkpoints hold: all but those that change nothing a run
+    computes and, under a fixed schedule horizon (grpo.schedule_steps), those that only say where the run stops
+    (max_steps, epochs: hardex.schedule): its checkpoints then serve a run to more steps, or to fewer."""
+    left_out = NOT_COMPUTED + (RUN_END if g.get("schedule_steps") else ())
+    return {k: v for k, v in g.items() if k not in left_out}
+
+
+def _other_run(marker: Path, tag: str, g: dict[str, Any], seed: int, identity: dict | None, data: str) -> str | None:
+    """What made the checkpoints beside `marker` that differs from this run (for the line of a run that starts
+    afresh), or None when they are this run's."""
+    if not marker.exists():
+        return "a run without a record of its settings"
+    old = json.loads(marker.read_text())
+    if old.get("hash") == tag:
+        return None
+    if old.get("identity") != json.loads(json.dumps(identity, default=str)) or old.get("seed") != seed:
+        return "another model, scorer, reward or seed"
+    if old.get("data", data) != data:
+        return "other prompts or answers"
+    before, now = resume_settings(old.get("grpo", {})), json.loads(json.dumps(resume_settings(g), default=str))
+    changed = sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+    if not changed:
+        return "another model or data"
+    why = f"other grpo settings ({', '.join(f'{k}: {before.get(k)} -> {now.get(k)}' for k in changed)})"
+    if set(changed) <= set(RUN_END):
+        why += ("; without grpo.schedule_steps the learning-rate schedule spans the run's own steps, so a run of "
+                "another length is another run (set schedule_steps to continue runs to more steps)")
+    return why
+
+
+def _read_step_record(record: Path) -> list[dict[str, Any]]:
+    """The rows of a step record; a line cut short by a kill while it was written is left out."""
+    rows = []
+    for line in record.read_text().splitlines() if record.exists() else []:
+        with contextlib.suppress(json.JSONDecodeError):
+            rows.append(json.loads(line))
+    return rows
+
+
+def _record_problem(rows: list[dict[str, Any]], checkpoint: Path) -> str | None:
+    """Why the step record's rows up to `checkpoint` are not the record of the steps it trained (one row per
+    step 1..N, and a trainer state at step N), or None."""
+    step = int(checkpoint.name.removeprefix("checkpoint-"))
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    if state.get("global_step") != step:
+        return f"{checkpoint.name} holds the trainer state of step {state.get('global_step')}"
+    logged = sorted(r["step"] for r in rows)
+    if logged != list(range(1, step + 1)):
+        missing = sorted(set(range(1, step + 1)) - set(logged))
+        return (f"the step record ({STEP_RECORD}) holds {len(logged)} rows for the {step} steps of {checkpoint.name}"
+                + (f", none for steps {missing[:5]}" if missing else ", some twice"))
+    return None
 
 
 def train_grpo(
@@ -501,11 +587,14 @@ def train_grpo(
     when it, the settings, the seed and the data are all the same. `run_name` names the run in the
     tracker `g["report_to"]` asks for (hardex.tracking). With `g["processes"]` > 1 the trainer runs in
     that many processes through accelerate (hardex.launch), which rebuild the reward from `reward`
-    (family, scoring, scale and the control, hardex.controls: hardex.train_worker).
+    (family, scoring, scale, the control, hardex.controls, and the reward hook's spec, hardex.reward_hook:
+    hardex.train_worker).
     """
 
     steps_total = run_steps(g, len(rows))
     rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written
+    if why := past_horizon(g, steps_total):  # epochs over a subset only the data sizes; max_steps at planning
+        raise TrainingError(f"grpo: {why}")
     ckpt_dir = run_dir / "checkpoints"
     record = ckpt_dir / STEP_RECORD
     # `auto` precision differs by machine: resolved once, here (the checkpoints hold it); the server, the
@@ -514,33 +603,43 @@ def train_grpo(
     precision = training_precision(g, use_cpu=not cuda_available())
     log(f"precision {precision}" + (" (auto)" if g["precision"] == "auto" else " (grpo.precision)"))
     g = {**g, "precision": precision}
-    computed = {k: v for k, v in g.items() if k not in NOT_COMPUTED}
-    tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": computed, "seed": seed,
-                         "data": [(r["prompt"], r["answer"]) for r in rows]})
+    data = [(r["prompt"], r["answer"]) for r in rows]
+    tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": resume_settings(g), "seed": seed,
+                         "data": data})
     marker = ckpt_dir / "settings.json"
-    if ckpt_dir.exists() and (not marker.exists() or json.loads(marker.read_text()).get("hash") != tag):
-        log(f"{ckpt_dir}: checkpoints from another model, data or settings; starting afresh")
+    if ckpt_dir.exists() and (other := _other_run(marker, tag, g, seed, identity, settings_hash(data))):
+        log(f"{ckpt_dir}: checkpoints of {other}; starting afresh")
         shutil.rmtree(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic({"hash": tag, "grpo": g, "seed": seed, "identity": identity}, marker)
+    write_json_atomic({"hash": tag, "grpo": g, "seed": seed, "identity": identity, "data": settings_hash(data)},
+                      marker)
 
     done = checkpoint_steps(ckpt_dir)
+    if later := [s for s in done if s > steps_total]:
+        # fewer steps than were trained, under a fixed horizon (the hash holds max_steps otherwise): the steps
+        # up to steps_total are this run's; the later ones go, since evaluation reads every checkpoint of a run
+        log(f"the run trains {steps_total} steps, fewer than the {later[-1]} trained: checkpoints {later} removed")
+        for s in later:
+            shutil.rmtree(ckpt_dir / f"checkpoint-{s}")
+        done = done[: len(done) - len(later)]
     while done and (damage := checkpoint_damage(ckpt_dir / f"checkpoint-{done[-1]}")):
         log(f"checkpoint-{done[-1]} is damaged ({damage}); removed, resuming from the one before")
         shutil.rmtree(ckpt_dir / f"checkpoint-{done.pop()}")
-    resume = f"{ckpt_dir}/checkpoint-{done[-1]}" if done else None
     # the step record must match the checkpoint we resume from: drop rows logged after it
-    kept = []
-    if record.exists():
-        kept = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
-        kept = [r for r in kept if resume and r["step"] <= done[-1]]
+    kept = [r for r in _read_step_record(record) if done and r["step"] <= done[-1]]
+    if done and (problem := _record_problem(kept, ckpt_dir / f"checkpoint-{done[-1]}")):
+        log(f"{problem}: its steps could not be published; checkpoints {done} removed, starting afresh")
+        for s in done:
+            shutil.rmtree(ckpt_dir / f"checkpoint-{s}")
+        done, kept = [], []
+    resume = f"{ckpt_dir}/checkpoint-{done[-1]}" if done else None
     record.write_text("".join(json.dumps(r) + "\n" for r in kept))
     t0 = time.time()
     if done and done[-1] >= steps_total:
         # Trainer.train resumed from the last step trains one step more (it checks the end only after a
         # step): a finished run publishes its last checkpoint as it is
         log(f"{resume} is the run's last step: publishing it, nothing to train")
-        return _publish(Path(resume), final_dir, record, steps_file, t0, log)
+        return _publish(Path(resume), final_dir, record, steps_file, t0, log, g["save_steps"])
     log(f"resuming from {resume} ({len(kept)} steps recorded)" if resume else "training from the base model")
 
     server = contextlib.nullcontext({})
@@ -564,7 +663,7 @@ def train_grpo(
     last = checkpoint_steps(ckpt_dir)
     if not last or last[-1] < steps_total:  # a run that stopped early must not pass for a finished one
         raise TrainingError(f"training stopped at step {last[-1] if last else 0} of {steps_total}")
-    return _publish(ckpt_dir / f"checkpoint-{last[-1]}", final_dir, record, steps_file, t0, log)
+    return _publish(ckpt_dir / f"checkpoint-{last[-1]}", final_dir, record, steps_file, t0, log, g["save_steps"])
 
 
 def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, str, str], float], g: dict[str, Any],
@@ -628,6 +727,7 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         peft_config=peft_config,
         callbacks=[_step_recorder(ckpt_dir / STEP_RECORD, counts)],
         rollout_func=rollouts,
+        schedule_steps=schedule_horizon(g, steps_total),
     )
     try:
         trainer.train(resume_from_checkpoint=resume)
@@ -648,20 +748,28 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
 TRAINER_STATE_FILES = ("optimizer.pt", "scheduler.pt", "trainer_state.json")
 
 
-def _publish(checkpoint: Path, final_dir: Path, record: Path, steps_file: Path, t0: float, log) -> dict[str, Any]:
+def _publish(checkpoint: Path, final_dir: Path, record: Path, steps_file: Path, t0: float, log,
+             save_steps: int) -> dict[str, Any]:
     """Write the run's outputs from its last checkpoint: `final_dir` (its weights, adapter, tokenizer and
-    configs) and `steps_file` (the step record); return the run's summary."""
+    configs) and `steps_file` (the step record); return the run's summary.
+
+    A run continued past the step it had ended at keeps that step's checkpoint only where an uninterrupted
+    run saves one too (every save_steps, and the last): its evaluation reads the same checkpoints."""
+    step = int(checkpoint.name.removeprefix("checkpoint-"))
+    if earlier_ends := [s for s in checkpoint_steps(checkpoint.parent) if s < step and s % save_steps]:
+        log(f"checkpoints {earlier_ends} removed: earlier ends of the run, off its save_steps")
+        for s in earlier_ends:
+            shutil.rmtree(checkpoint.parent / f"checkpoint-{s}")
     tmp_final = final_dir.with_name(final_dir.name + ".tmp")
     shutil.rmtree(tmp_final, ignore_errors=True)
     shutil.copytree(checkpoint, tmp_final,
                     ignore=lambda _, names: [n for n in names if n in TRAINER_STATE_FILES or n.startswith("rng_state")])
-    rows_logged = [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
-    steps = pl.DataFrame(rows_logged, schema=STEP_COLUMNS).unique("step", keep="last").sort("step")
+    steps = pl.DataFrame(_read_step_record(record), schema=STEP_COLUMNS).unique("step", keep="last").sort("step")
     shutil.rmtree(final_dir, ignore_errors=True)
     tmp_final.rename(final_dir)
     write_parquet_atomic(steps, steps_file)
     summary = {
-        "steps": int(checkpoint.name.removeprefix("checkpoint-")),
+        "steps": step,
         "learnable_pct": learnable_pct(steps),
         "seconds": round(time.time() - t0, 1),
         "checkpoints": checkpoint_steps(checkpoint.parent),

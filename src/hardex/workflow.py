@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import resource
 import sys
@@ -67,15 +68,22 @@ def job_model(model: dict) -> dict:
     return {**model, "path": resolve_model(model["path"])}
 
 
-def renderer(tokenizer_path: str, chat: bool):
+def renderer(tokenizer_path: str, chat: bool, system: str | None = None):
     """A function user_text -> model input text for this model (chat template or plain, with the
-    special tokens the model expects: see hardex.models.render_prompt)."""
-    from transformers import AutoTokenizer
-
+    special tokens the model expects and the task's system message `system`, its
+    `prompt_format.system`: see hardex.models.render_prompt)."""
     from hardex.models import render_prompt
 
-    tok = AutoTokenizer.from_pretrained(tokenizer_path)
-    return lambda text: render_prompt(tok, text, chat)
+    tok = _tokenizer(tokenizer_path)
+    return lambda text: render_prompt(tok, text, chat, system)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str):
+    """A model's tokenizer, loaded once per job (an evaluation renders each benchmark with its task's prompt)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
 
 
 def work_identity(model: dict, task, generation: dict | None = None) -> dict:

@@ -192,3 +192,15 @@ def test_an_architecture_that_is_not_kept_is_a_config_error():
     cfg["models"]["tiny"] = {"path": "standin", "architecture": "someone/unknown-7b"}
     with pytest.raises(ConfigError, match=r"^models\.tiny\.architecture: 'someone/unknown-7b' is not a kept"):
         check_config(cfg)
+
+
+def test_a_rehearsal_probes_its_standin_where_the_config_imports_pass_rates(tmp_path):
+    """Imported pass rates (tasks.<task>.probe.from) name the real pool's ids; the rehearsal's pool is a few
+    rows of its format, which those ids would not match: the rehearsal probes its stand-in instead."""
+    source = yaml.safe_load((ROOT / "experiments" / "hard_examples_paper.yaml").read_text())
+    rates = tmp_path / "rates.csv"
+    rates.write_text("id,samples,successes,greedy_correct\n" + "".join(f"gsm8k-{i},5,{i % 6},{i % 2}\n"
+                                                                       for i in range(7473)))
+    source["tasks"]["gsm8k"]["probe"] = {"from": str(rates), "from_note": "a verl run"}
+    cfg = check_config(rehearsal_config(source, "paper+rates", tmp_path / "samples", base=ROOT))
+    assert "from" not in cfg["tasks"]["gsm8k"]["probe"] and "from_note" not in cfg["tasks"]["gsm8k"]["probe"]

@@ -7,7 +7,7 @@ import copy
 import polars as pl
 import pytest
 
-from hardex.config import check_config
+from hardex.config import ConfigError, check_config
 from hardex.io import checkpoint_steps
 from hardex.metrics import learnable_pct, pass_at_k
 from hardex.training import TrainingError, check_lora_targets, train_grpo
@@ -427,3 +427,114 @@ def test_4bit_base_weights_train_lora_on_a_gpu(tmp_path, tiny_model, grpo):
     g = {**grpo, "finetune": "lora", "lora": lora, "quantization": "4bit", "max_steps": 2, "save_steps": 1}
     summary, steps, run_dir = run(tmp_path, tiny_model, g, lambda c, a, p: float(len(c) % 2 == 0))
     assert summary["steps"] == 2 and (run_dir / "final" / "adapter_model.safetensors").exists()
+
+
+def varies(c, a, p):
+    """A reward that differs within most groups: real gradients."""
+    return float(len(c) % 2 == 0)
+
+
+def resumed_from(messages, checkpoint: str, recorded: int) -> bool:
+    return any(str(m).startswith("resuming from") and str(m).endswith(f"/{checkpoint} ({recorded} steps recorded)")
+               for m in messages)
+
+
+def test_more_steps_under_a_fixed_schedule_continue_as_an_uninterrupted_run(tmp_path, tiny_model, grpo):
+    """grpo.schedule_steps fixes the learning-rate schedule's horizon (cosine with warmup here): a finished run
+    of 3 steps raised to 6 resumes from its checkpoint-3 and ends at the record and weights of a 6-step run
+    that never stopped. 6 rows are 3 steps an epoch: the continuation trains the second epoch, whose order
+    TRL's sampler restarted at epoch 0's on a resume. checkpoint-3, off save_steps, goes: the continued run
+    keeps the checkpoints the uninterrupted one has, so evaluation reads the same steps."""
+    import torch
+    from safetensors.torch import load_file
+
+    g = {**grpo, "schedule_steps": 6, "max_steps": 3, "save_steps": 2}
+    _, first, run_dir = run(tmp_path, tiny_model, g, varies)
+    assert first["step"].to_list() == [1, 2, 3] and checkpoint_steps(run_dir / "checkpoints") == [2, 3]
+    with open(run_dir / "checkpoints/steps.jsonl", "a") as fh:
+        fh.write('{"step": 4, "reward_me')  # what a kill while the next row was written leaves
+    messages = []
+    summary, continued, _ = run(tmp_path, tiny_model, {**g, "max_steps": 6}, varies, log=messages.append)
+    assert resumed_from(messages, "checkpoint-3", 3), messages
+    assert not any("afresh" in str(m) for m in messages)
+    assert continued["step"].to_list() == [1, 2, 3, 4, 5, 6]
+    assert continued.head(3).equals(first)  # the first run's rows, as it recorded them
+    assert summary["checkpoints"] == [2, 4, 6]
+
+    _, uninterrupted, other = run(tmp_path, tiny_model, {**g, "max_steps": 6}, varies, name="uninterrupted")
+    computed = [c for c in continued.columns if c != "step_time"]
+    assert continued.select(computed).equals(uninterrupted.select(computed))  # learning rates included
+    assert checkpoint_steps(other / "checkpoints") == [2, 4, 6]
+    mine, theirs = (load_file(d / "final" / "model.safetensors") for d in (run_dir, other))
+    base = load_file(tiny_model / "model.safetensors")
+    assert any(not torch.equal(mine[k], base[k]) for k in base), "the runs did not train"
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+
+
+def test_more_steps_without_a_fixed_schedule_train_afresh_and_say_why(tmp_path, tiny_model, grpo):
+    """The default: the schedule spans the run's own steps, so a run of 2 steps raised to 4 is another run
+    (its cosine decays over 4 steps), trained from the base model."""
+    _, _, run_dir = run(tmp_path, tiny_model, {**grpo, "max_steps": 2}, varies)
+    messages = []
+    summary, steps, _ = run(tmp_path, tiny_model, grpo, varies, log=messages.append)
+    afresh = [str(m) for m in messages if "starting afresh" in str(m)]
+    assert afresh and "max_steps: 2 -> 4" in afresh[0] and "schedule_steps" in afresh[0], messages
+    assert "training from the base model" in messages
+    assert steps["step"].to_list() == [1, 2, 3, 4] and summary["checkpoints"] == [2, 4]
+
+
+def test_fewer_steps_under_a_fixed_schedule_publish_the_checkpoint_at_that_step_or_train_to_it(
+        tmp_path, tiny_model, grpo):
+    """Lowered to a step with a checkpoint, the run publishes it and trains nothing; lowered to a step without
+    one, it trains from the checkpoint before. The later checkpoints go (evaluation reads every checkpoint)."""
+    from safetensors.torch import load_file
+
+    g = {**grpo, "schedule_steps": 6, "max_steps": 6, "save_steps": 2}
+    _, full, run_dir = run(tmp_path, tiny_model, g, varies)
+    kept = load_file(run_dir / "checkpoints/checkpoint-4/model.safetensors")
+    messages = []
+    summary, four, _ = run(tmp_path, tiny_model, {**g, "max_steps": 4}, varies, log=messages.append)
+    assert any("fewer than the 6 trained: checkpoints [6] removed" in str(m) for m in messages), messages
+    published = "checkpoint-4 is the run's last step: publishing it, nothing to train"
+    assert any(str(m).endswith(published) for m in messages)
+    assert four.equals(full.head(4)) and summary["checkpoints"] == [2, 4]
+    final = load_file(run_dir / "final" / "model.safetensors")
+    assert all((final[k] == kept[k]).all() for k in kept)
+
+    messages = []
+    summary, three, _ = run(tmp_path, tiny_model, {**g, "max_steps": 3}, varies, log=messages.append)
+    assert resumed_from(messages, "checkpoint-2", 2), messages
+    computed = [c for c in full.columns if c != "step_time"]
+    assert three.select(computed).equals(full.head(3).select(computed))  # step 3 as the 6-step run made it
+    assert summary["checkpoints"] == [2, 3]
+
+
+def test_a_step_record_that_does_not_match_its_checkpoint_starts_the_run_afresh(tmp_path, tiny_model, grpo):
+    """A continuation publishes the step record with the weights: one that lost a row cannot be published."""
+    g = {**grpo, "schedule_steps": 4, "max_steps": 2}
+    _, _, run_dir = run(tmp_path, tiny_model, g, varies)
+    record = run_dir / "checkpoints/steps.jsonl"
+    record.write_text(record.read_text().splitlines()[1] + "\n")  # step 1's row lost
+    messages = []
+    summary, steps, _ = run(tmp_path, tiny_model, {**g, "max_steps": 4}, varies, log=messages.append)
+    assert any("holds 1 rows for the 2 steps of checkpoint-2, none for steps [1]" in str(m) and "starting afresh"
+               in str(m) for m in messages), messages
+    assert "training from the base model" in messages
+    assert steps["step"].to_list() == [1, 2, 3, 4] and summary["checkpoints"] == [2, 4]
+
+
+def test_a_run_past_its_fixed_decaying_schedule_is_refused(tmp_path, smoke_config, tiny_model, grpo):
+    """Past its horizon transformers' cosine rises again and linear trains at 0: refused at planning where the
+    config decides the steps, in the train job where the subset does (epochs of a pool of unknown size),
+    before anything is written. A constant schedule may run past it (the horizon only places its warmup)."""
+    cfg = copy.deepcopy(smoke_config)
+    cfg["grpo"].update(schedule_steps=3)  # max_steps 4
+    with pytest.raises(ConfigError, match=r"^grpo\.schedule_steps: a run of 4 steps goes past the 3 steps its cosine "
+                                          r"learning-rate schedule spans, where the learning rate rises again"):
+        check_config(cfg)
+    cfg["grpo"]["lr_scheduler"] = "constant_with_warmup"
+    assert check_config(cfg)["grpo"]["schedule_steps"] == 3
+    g = {**grpo, "schedule_steps": 2, "lr_scheduler": "linear", "epochs": 1.0}  # 6 rows: 3 steps
+    with pytest.raises(TrainingError, match=r"a run of 3 steps goes past the 2 steps its linear .* learning rate of 0"):
+        run(tmp_path, tiny_model, g, varies)
+    assert not (tmp_path / "run").exists()

@@ -13,7 +13,7 @@ import time
 
 import polars as pl
 
-from tests.support import ROOT, write_config
+from tests.support import ROOT, snakemake, write_config
 
 
 def start_then_kill_job(cmd, workdir, script, ready, what):
@@ -67,6 +67,32 @@ def test_killed_training_resumes_from_last_checkpoint(smoke_copy, smoke_config):
     assert steps["step"].to_list() == list(range(1, 13))  # same steps as an uninterrupted run, none twice
     kept = sorted(int(p.name.split("-")[1]) for p in (run_dir / "checkpoints").glob("checkpoint-*"))
     assert kept == [2, 4, 6, 8, 10, 12]  # no checkpoint lost
+
+
+def test_raising_max_steps_under_a_fixed_schedule_continues_the_finished_run(smoke_copy, smoke_config):
+    """grpo.schedule_steps set: a finished 2-step run raised to 4 reruns its train job (its params changed, and
+    Snakemake deletes its outputs first); the job continues from checkpoint-2, which is no output, and the
+    run's evaluation reads every checkpoint, the first run's included."""
+    tmp_path, cfg = smoke_copy, smoke_config
+    cfg["grpo"].update(schedule_steps=4, max_steps=2)  # save_steps 2
+    write_config(tmp_path, cfg)
+    run_dir = tmp_path / "results/train/tiny/swaps/hard/seed0"
+    evaluation, log = "results/eval/tiny/swaps/hard/seed0.parquet", tmp_path / "logs/train/tiny/swaps/hard/seed0.log"
+    res = snakemake(tmp_path, "--cores", "1", evaluation)
+    assert res.returncode == 0, res.stderr[-3000:]
+    # the smoke run's checkpoints decayed over its own 4 steps: under another schedule it trains afresh, once
+    assert "schedule_steps: None -> 4" in log.read_text() and "training from the base model" in log.read_text()
+    first = pl.read_parquet(run_dir / "steps.parquet")
+    assert first["step"].to_list() == [1, 2]
+
+    cfg["grpo"]["max_steps"] = 4
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "--cores", "1", evaluation)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert re.search(r"resuming from \S+/checkpoints/checkpoint-2 \(2 steps recorded\)", log.read_text())
+    steps = pl.read_parquet(run_dir / "steps.parquet")
+    assert steps["step"].to_list() == [1, 2, 3, 4] and steps.head(2).equals(first)
+    assert sorted(pl.read_parquet(tmp_path / evaluation)["step"].unique().to_list()) == [2, 4]
 
 
 def test_a_run_in_two_processes_keeps_the_global_batch_and_steps_and_resumes_after_a_kill(smoke_copy, smoke_config):

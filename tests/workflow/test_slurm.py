@@ -216,3 +216,29 @@ def test_smoke_config_runs_through_slurm(slurm_cluster, tmp_path):
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "Nothing to be done" in dry.stdout + dry.stderr, (dry.stdout + dry.stderr)[-3000:]
+
+
+def test_a_partition_the_cluster_lacks_is_refused_at_planning(slurm_cluster, tmp_path):
+    """Under profiles/slurm each slurm_partition is checked against the cluster's (sinfo) while planning: a
+    misspelt one stops the dry run in one line naming its key and the cluster's partitions, before any job;
+    `debug`, the cluster's one (and default) partition, passes. A dry run submits nothing (hardex.cluster)."""
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    (workdir / "config.yaml").write_text(SMOKE.read_text())
+
+    def dry_run(partition: str) -> tuple[int, str]:
+        cmd = _through_slurm(workdir, "-n", "--set-resources", f"train:slurm_partition={partition}")
+        res = subprocess.run(cmd, capture_output=True, text=True, env=_job_environment(), cwd=workdir, timeout=300)
+        return res.returncode, res.stdout + res.stderr
+
+    rc, out = dry_run("debgu")
+    assert rc == 1, out[-3000:]
+    errors = [line for line in out.splitlines() if line.startswith("hardex: slurm error")]
+    assert errors == ["hardex: slurm error: set-resources: train: slurm_partition 'debgu' is not a partition of "
+                      "this cluster; its partitions (sinfo): debug"], out[-3000:]
+    assert not (workdir / "results").exists()
+
+    rc, out = dry_run("debug")
+    assert rc == 0, out[-3000:]
+    assert "hardex: slurm error" not in out and "Slurm partitions not checked" not in out
+    assert "slurm_partition=debug" in out  # the train jobs would ask for it

@@ -183,6 +183,9 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
     for t in cfg["tasks"].values():
         t["scoring"] = SCORING_PREFIX + t.get("scoring", "lenient")
         t.get("probe", {}).pop("max_new_tokens", None)
+        # imported pass rates name the real pool's ids, not the few rows rehearsed: the stand-in is probed
+        for key in ("from", "from_note"):
+            t.get("probe", {}).pop(key, None)
     cfg.setdefault("probe", {})["max_new_tokens"] = NEW_TOKENS
     _grpo(cfg.setdefault("grpo", {}), whole=True)
     for m in cfg["models"].values():

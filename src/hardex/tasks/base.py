@@ -9,13 +9,19 @@ task metadata. Tasks are stateless; a split spec (a dict from the config) says w
 from __future__ import annotations
 
 import re
+import string
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
 BOX_INSTRUCTION = "Put your final answer within \\boxed{}."
+#: what a prompt template may name: the example's question and the family's instruction (Task.instruction)
+PLACEHOLDERS = ("question", "instruction")
+#: today's user turn, the default of tasks.<task>.prompt_template
+DEFAULT_TEMPLATE = "{question}\n{instruction}"
 
 REQUIRED_COLUMNS = ("id", "question", "answer")
 
@@ -71,6 +77,50 @@ def strip_echo(completion: str, prompt: str | None) -> str:
     return completion.replace(BOX_INSTRUCTION, " ")
 
 
+def template_error(template: str) -> str | None:
+    """Why a prompt template cannot be used, or None. It is read as Python's str.format reads it (a literal
+    brace is written twice, ``\\boxed{{}}``) and must name ``{question}``; ``{instruction}`` is optional,
+    any other field is refused."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError as e:  # a single brace: "Single '}' encountered in format string"
+        return f"{e} (write a literal brace twice: {{{{ and }}}})"
+    fields = [name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+              for _, name, spec, conversion in parsed if name is not None]
+    unknown = [f for f in fields if f not in PLACEHOLDERS]
+    if unknown:
+        return (f"unknown placeholder {{{unknown[0]}}}; known: {{question}}, {{instruction}} "
+                f"(write a literal brace twice: \\boxed{{{{}}}})")
+    if "question" not in fields:
+        return "the template never names {question}"
+    return None
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How a task asks: the user turn (`template`, with the question and the family's instruction) and
+    the chat's system message (`system`, None for none): tasks.<task>.prompt_template and system_prompt."""
+
+    template: str = DEFAULT_TEMPLATE
+    system: str | None = None
+
+    def __post_init__(self) -> None:
+        if error := template_error(self.template):
+            raise ValueError(f"prompt template {self.template!r}: {error}")
+
+    @classmethod
+    def of(cls, settings: dict[str, Any] | PromptFormat | None) -> PromptFormat:
+        """The format of a rule's prompt settings ({"prompt_template": ..., "system_prompt": ...}, keys
+        absent where the config leaves them out; None or {} is today's prompt)."""
+        if isinstance(settings, PromptFormat):
+            return settings
+        settings = settings or {}
+        return cls(settings.get("prompt_template") or DEFAULT_TEMPLATE, settings.get("system_prompt"))
+
+    def user_text(self, question: str, instruction: str) -> str:
+        return self.template.format(question=question, instruction=instruction)
+
+
 class Task(ABC):
     """One task family. Subclasses set `name` and implement `load_split`, `extract`, `is_equivalent`.
 
@@ -86,6 +136,10 @@ class Task(ABC):
     answer_kind: str = "number"
     #: the source columns the loader reads; a split's `fields` renames the user's columns to these
     columns: tuple[str, ...] = ()
+    #: where and how to write the answer: the line after the question (a template's {instruction})
+    instruction: str = BOX_INSTRUCTION
+    #: the prompt's template and system message (tasks.get_task gives a task the config's)
+    prompt_format: PromptFormat = PromptFormat()
 
     def __init__(self, scoring: str = "lenient") -> None:
         self.scoring = scoring
@@ -101,8 +155,9 @@ class Task(ABC):
         return None
 
     def prompt(self, row: dict[str, Any]) -> str:
-        """The user-turn text for one example: the question, then the box instruction."""
-        return f"{row['question']}\n{BOX_INSTRUCTION}"
+        """The user-turn text for one example: by default the question, then the family's instruction
+        (`prompt_format`'s template; its system message is the renderer's, hardex.models.render_prompt)."""
+        return self.prompt_format.user_text(row["question"], self.instruction)
 
     def extract(self, completion: str) -> str | None:
         """The answer a completion commits to, or None (then it is wrong, never an error)."""

@@ -53,6 +53,8 @@ class ShuffledObjectsTask(Task):
     """
 
     name = "shuffled_objects"
+    #: the box instruction and the letter hint on a line of its own (so strip_echo drops it)
+    instruction = f"{BOX_INSTRUCTION}\n{HINT}"
     answer_kind = "choice"
     columns = ("input", "target")
 
@@ -84,10 +86,6 @@ class ShuffledObjectsTask(Task):
                 )
                 wheres.append(where)
         return finish(records, wheres, origin)
-
-    def prompt(self, row: dict[str, Any]) -> str:
-        """Question, box instruction, and the letter hint on its own line (so strip_echo drops it)."""
-        return f"{row['question']}\n{BOX_INSTRUCTION}\n{HINT}"
 
     def extract(self, completion: str) -> str | None:
         """Last box, ignoring the prompt's example ``\\boxed{(A)}`` even when no prompt was given."""

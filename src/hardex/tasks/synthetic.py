@@ -222,6 +222,7 @@ class SwapsTask(_SyntheticTask):
 
     name = "swaps"
     answer_kind = "choice"
+    instruction = "Put your final answer within \\boxed{}, e.g. \\boxed{(A)}."
 
     def distinct_items(self, difficulty: int, spec: dict[str, Any]) -> int:
         p_lo, p_hi = spec.get("people", [3, 3])  # objects in seat order, swaps as unordered pairs, the person asked
@@ -283,9 +284,6 @@ class SwapsTask(_SyntheticTask):
             "tier": difficulty,
             "n_objects": n,
         }
-
-    def prompt(self, row: dict[str, Any]) -> str:
-        return f"{row['question']}\nPut your final answer within \\boxed{{}}, e.g. \\boxed{{(A)}}."
 
     def is_equivalent(self, predicted: str, reference: str) -> bool:
         got, want = option_letter(predicted), option_letter(reference)

@@ -1,0 +1,112 @@
+"""The Slurm partitions a run asks for, checked against the cluster's at planning time.
+
+Under the Slurm executor (`--executor slurm`, profiles/slurm) every `slurm_partition` resource becomes
+sbatch's `-p`. Slurm refuses an unknown partition only when a job is submitted, which may be hours into a
+run (the report's rules run locally, the train jobs late), so planning checks each one the profile or the
+command line gives (default-resources, and set-resources per rule) against `sinfo`. A cluster whose `sinfo`
+is missing or fails is said once and not checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+from typing import Any, Mapping
+
+#: seconds sinfo may take (a busy controller answers in well under one)
+SINFO_TIMEOUT_S = 30
+PARTITION = "slurm_partition"
+
+
+class PartitionsUnknown(Exception):
+    """The cluster's partitions cannot be read (no sinfo, or it failed)."""
+
+
+def snakemake_executor() -> str | None:
+    """The executor Snakemake's command line asks for (`--executor`, or a profile's `executor:`), or None where
+    Snakemake was not started from its command line. Snakemake hands the workflow its executor only once it
+    executes, after reading the Snakefile, and a dry run's is `dryrun`: the intended one is read from the
+    arguments its command line parsed (snakemake.cli.args_to_api's `args`), up the call stack."""
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "args_to_api" and frame.f_globals.get("__name__") == "snakemake.cli":
+            return getattr(frame.f_locals.get("args"), "executor", None)
+        frame = frame.f_back
+    return None
+
+
+def _value(resource: Any, rule: str | None) -> Any:
+    """A resource's value as a job of `rule` would see it (a profile's value is a Python expression, and a
+    bare word a string); None where it depends on a job's wildcards or input, unknown while planning."""
+    if not hasattr(resource, "evaluate"):  # a plain value (Snakemake's Python API)
+        return resource
+    try:
+        return resource.evaluate(None, input=[], attempt=1, threads=1, rulename=rule or "",
+                                 async_run=asyncio.run).value
+    except Exception:
+        return None
+
+
+def requested_partitions(default_resources: Mapping | None,
+                         overwrite_resources: Mapping[str, Mapping] | None) -> list[tuple[str, str]]:
+    """(key, partition) of every slurm_partition in default-resources and in set-resources per rule, as Snakemake
+    parsed them (its ResourceSettings: `workflow.resource_settings`); a value may list several, comma-separated,
+    as sbatch's -p does."""
+    sources = [("default-resources", None, default_resources or {})]
+    sources += [(f"set-resources: {rule}", rule, res) for rule, res in (overwrite_resources or {}).items()]
+    found = []
+    for where, rule, resources in sources:
+        if PARTITION not in resources:
+            continue
+        value = _value(resources[PARTITION], rule)
+        for name in str(value or "").split(","):
+            if name.strip():
+                found.append((f"{where}: {PARTITION}", name.strip()))
+    return found
+
+
+def cluster_partitions() -> list[str]:
+    """The cluster's partitions (`sinfo -h -o %P`, the default one's `*` marker stripped)."""
+    if shutil.which("sinfo") is None:
+        raise PartitionsUnknown("no sinfo on this machine")
+    try:
+        res = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=SINFO_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise PartitionsUnknown(f"sinfo failed: {e}") from None
+    if res.returncode != 0:
+        why = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
+        raise PartitionsUnknown(f"sinfo failed: {why}")
+    names = [line.strip().rstrip("*") for line in res.stdout.splitlines() if line.strip()]
+    if not names:
+        raise PartitionsUnknown("sinfo lists no partition")
+    return list(dict.fromkeys(names))
+
+
+def partition_error(requested: list[tuple[str, str]], known: list[str]) -> str | None:
+    """One line naming each key whose partition the cluster lacks, and the cluster's partitions; None if none."""
+    missing = [f"{key} {name!r}" for key, name in requested if name not in known]
+    if not missing:
+        return None
+    what = "is not a partition" if len(missing) == 1 else "are not partitions"
+    return f"{', '.join(missing)} {what} of this cluster; its partitions (sinfo): {', '.join(known)}"
+
+
+def check_partitions_or_exit(resource_settings, executor: str | None) -> None:
+    """For the Snakefile: under the Slurm executor, a slurm_partition the cluster lacks prints one line and exits
+    before any job is planned; a cluster whose partitions cannot be read is said in one notice."""
+    if executor != "slurm":
+        return
+    requested = requested_partitions(resource_settings.default_resources, resource_settings.overwrite_resources)
+    if not requested:  # jobs go to the cluster's default partition
+        return
+    try:
+        known = cluster_partitions()
+    except PartitionsUnknown as e:
+        print(f"hardex: notice: Slurm partitions not checked ({e})", file=sys.stderr)
+        return
+    error = partition_error(requested, known)
+    if error:
+        print(f"hardex: slurm error: {error}", file=sys.stderr)
+        sys.exit(1)

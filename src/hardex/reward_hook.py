@@ -1,0 +1,160 @@
+"""Reward hooks: a task's training reward from a function of the user's (`tasks.<task>.reward`), in place of
+the task's scorer, as TRL's `reward_funcs` and verl's `custom_reward_function` allow.
+
+A hook is named by a spec string: ``module:function`` or ``package.module:function`` (imported as Python
+imports it: an installed package, or one on PYTHONPATH), or ``path/file.py:function``, a file relative to the
+workflow's directory (the one holding the Snakefile; the library lives in its src/) or an absolute path.
+It is called as the task's scorer is in training, once per completion::
+
+    hook(completion, answer, prompt) -> number
+
+with the completion's text, the example's reference answer (a shuffled control's: another example's) and the
+rendered prompt (chat template and system message included); the run's reward is `grpo.reward_scale` times what
+it returns. Planning refuses a hook that does not import, is not callable or cannot be called that way
+(`check_hook`), naming the key. A run's settings hold the spec and a hash of the file the function is defined in
+(`hook_settings`), so editing that file trains again. The processes of a run trained in several
+(hardex.train_worker) load the hook again by its spec: a function is not what crosses to them.
+
+Evaluation never calls a hook: accuracy is the benchmark's, the task's scorer's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+#: where a relative hook file is found: the workflow's directory (src/hardex/ is two levels below it)
+WORKFLOW_DIR = Path(__file__).resolve().parents[2]
+#: the arguments a hook is called with, in order
+CALLED_WITH = ("completion", "answer", "prompt")
+_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_loaded: dict[tuple[str, Path], tuple[Callable, Path | None]] = {}
+
+
+class HookError(ValueError):
+    """A reward hook that cannot be used; str() is one line saying why."""
+
+
+def _parts(spec: str) -> tuple[str, str]:
+    target, sep, function = spec.rpartition(":")
+    if not sep or not target or not function.isidentifier():
+        raise HookError(f"{spec!r} is not module:function, package.module:function or path/file.py:function")
+    return target, function
+
+
+def is_file_spec(spec: str) -> bool:
+    """Whether a spec names a file (path/file.py:function) rather than a module."""
+    target = spec.rpartition(":")[0]
+    return target.endswith(".py") or "/" in target or "\\" in target
+
+
+def resolved(spec: str, root: Path = WORKFLOW_DIR) -> str:
+    """The spec with a relative file made absolute (from `root`): what processes elsewhere load."""
+    if not is_file_spec(spec):
+        return spec
+    target, function = _parts(spec)
+    return f"{(root / target).resolve()}:{function}"
+
+
+def _one_line(e: Exception) -> str:
+    return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+
+
+def _import(spec: str, root: Path):
+    target, function = _parts(spec)
+    if is_file_spec(spec):
+        path = (root / target).resolve()
+        if not path.is_file():
+            where = "" if Path(target).is_absolute() else " (a relative path is read from the workflow's directory)"
+            raise HookError(f"{spec}: no file {path}{where}")
+        name = "hardex_reward_hook_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # what the file defines (dataclasses, pickled objects) finds its module
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as e:
+            sys.modules.pop(name, None)
+            raise HookError(f"{spec}: loading {path} failed: {_one_line(e)}") from None
+    else:
+        if not _MODULE.fullmatch(target):
+            raise HookError(f"{spec}: {target!r} is no module name (a file is named path/file.py)")
+        try:
+            module = importlib.import_module(target)
+        except ModuleNotFoundError as e:
+            raise HookError(f"{spec}: no module named {e.name!r} (install it, put it on PYTHONPATH, or name a file: "
+                            f"path/file.py:{function})") from None
+        except Exception as e:
+            raise HookError(f"{spec}: importing {target} failed: {_one_line(e)}") from None
+    if not hasattr(module, function):
+        raise HookError(f"{spec}: {target} defines no {function!r}")
+    return getattr(module, function), module
+
+
+def load_hook(spec: str, root: Path = WORKFLOW_DIR) -> Callable:
+    """The hook a spec names, checked (`check_hook`); loaded once per process."""
+    return _load(spec, root)[0]
+
+
+def _load(spec: str, root: Path) -> tuple[Callable, Path | None]:
+    key = (spec, Path(root))
+    if key not in _loaded:
+        fn, module = _import(spec, Path(root))
+        if not callable(fn):
+            raise HookError(f"{spec}: {fn!r} is not callable")
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # some builtins have none to read: they are called and fail then
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(*CALLED_WITH)
+            except TypeError as e:
+                name = spec.rpartition(":")[2]
+                raise HookError(f"{spec}: cannot be called as {name}({', '.join(CALLED_WITH)}): its signature "
+                                f"is {signature} ({e})") from None
+        try:
+            source = inspect.getsourcefile(fn)
+        except TypeError:
+            source = None
+        source = source or getattr(module, "__file__", None)
+        _loaded[key] = (fn, Path(source) if source else None)
+    return _loaded[key]
+
+
+def check_hook(spec: str, root: Path = WORKFLOW_DIR) -> None:
+    """Raise HookError (one line) unless the spec names a callable that takes (completion, answer, prompt)."""
+    _load(spec, root)
+
+
+def hook_settings(spec: str, root: Path = WORKFLOW_DIR) -> dict[str, Any]:
+    """What a run's settings hold of its hook: the spec and the sha256 of the file the function is defined in
+    (None where it has no file), so that an edit of the hook trains the run again."""
+    source = _load(spec, root)[1]
+    digest = hashlib.sha256(source.read_bytes()).hexdigest() if source and source.is_file() else None
+    return {"spec": spec, "sha256": digest}
+
+
+def hook_reward(spec: str, scale: float = 1.0, root: Path = WORKFLOW_DIR) -> Callable[[str, str, str], float]:
+    """The training reward of a hook: `scale` times its number for each completion (hardex.training.task_reward's
+    form); a value that is not a finite number stops the run, naming the hook."""
+    hook = load_hook(spec, root)
+
+    def reward(completion: str, answer: str, prompt: str) -> float:
+        value = hook(completion, answer, prompt)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise HookError(f"reward hook {spec} returned {value!r}, not a number") from None
+        if not math.isfinite(number):
+            raise HookError(f"reward hook {spec} returned {number}")
+        return scale * number
+
+    return reward
