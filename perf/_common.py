@@ -62,7 +62,8 @@ def config_pool(configfile: str | Path, model_path: str, n: int | None = None):
     train jobs see, e.g. experiments/real_model_cpu.yaml with the converted SmolLM2 folder."""
     import yaml
 
-    from hardex.config import check_config, split_spec
+    from hardex.config import check_config
+    from hardex.settings import split_spec
     from hardex.tasks import get_task
     from hardex.workflow import renderer
 

@@ -48,8 +48,9 @@ def main() -> None:
     import torch
     import trl
 
-    from hardex.config import grpo_settings
-    from hardex.training import task_reward, train_grpo, training_precision
+    from hardex.controls import task_reward
+    from hardex.settings import grpo_settings
+    from hardex.training import train_grpo, training_precision
 
     torch.set_num_threads(args.threads)
     model = built_model(args.model)

@@ -47,11 +47,12 @@ def main() -> None:
 
     from hardex.report.statistics import bootstrap_mean_interval
     from hardex.config import check_config
+    from hardex.controls import task_reward
     from hardex.evaluation import evaluate_examples
     from hardex.generation.hf import HFGenerator
     from hardex.models import render_prompt
     from hardex.tasks import get_task
-    from hardex.training import task_reward, train_grpo
+    from hardex.training import train_grpo
 
     torch.set_num_threads(args.threads)
     model = built_model(args.model)

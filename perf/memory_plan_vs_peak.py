@@ -7,7 +7,7 @@ For each model the plan (hardex.memory_plan, host memory on a CPU) is made with 
 to the longest prompt the run's pools and benchmarks hold, rendered and tokenized as the jobs do, and set
 beside the largest resident memory Snakemake's benchmark directive recorded for that stage
 (results/timings/). It also prints what a bare job process holds: Python with the libraries a train job
-imports, the plan's CPU_PROCESS_GIB.
+imports, the estimates' CPU_PROCESS_GIB (hardex.memory_estimate).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import polars as pl
 import yaml
 
 from hardex import layout
-from hardex.config import check_config, decodings
+from hardex.config import check_config
 from hardex.memory_plan import plan
 from hardex.models import encode_prompt, render_prompt
 from hardex.report.timings import load_timings
+from hardex.settings import decodings
 from hardex.tasks import get_task
 
 # the plan's job kinds and the stages whose timing files measure them

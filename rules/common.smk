@@ -2,7 +2,6 @@
 # every value that changes a result reaches its rule through params (Snakemake tracks only those).
 import itertools
 import json
-import os
 import sys
 import time
 from types import SimpleNamespace
@@ -13,9 +12,9 @@ from snakemake.io import report as report_entry
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from hardex import layout
-from hardex.config import (
-    check_or_exit,
-    control_notices,
+from hardex.config import check_or_exit
+from hardex.controls import control_notices
+from hardex.settings import (
     decodings,
     generation_settings,
     grpo_settings,
@@ -33,15 +32,12 @@ from hardex.config import (
 from hardex.architectures import KEPT as ARCHITECTURES
 from hardex import job_time
 from hardex.cluster import check_partitions_or_exit, snakemake_executor
-from hardex.schedule import run_length
 from hardex.memory_plan import check_plan_or_exit
 from hardex.gpu_packages import check_packages_or_exit, conda_env
 from hardex.model_sources import gguf_file
 from hardex.fetch import offline_jobs
-from hardex.report import AnalysisError
-from hardex.selection import offline_strategy, parse_tier_strategy, run_strategy_parts
-from hardex.report.reference import reference_path
-from hardex.report.render import TABLE_FORMATS
+from hardex.report import plan as report_plan
+from hardex.selection import offline_strategy, run_strategy_parts
 from hardex.report.tables import TABLES
 from hardex.report.headline import fresh_headline
 from hardex.report.looks import deciding_comparisons
@@ -212,10 +208,6 @@ def model_runtime(wildcards, attempt):
 
 # Slurm's -t of the jobs that generate and train: from their work (hardex.job_time), the splits' rows read
 # from their files once they exist (Snakemake sizes a job's resources again when it submits it)
-def pool_file(wildcards):
-    return data_file(config["tasks"][wildcards.task]["pool"])
-
-
 def train_runtime(wildcards, input, attempt):
     return job_time.train_minutes(
         config,
@@ -331,7 +323,7 @@ def benchmark_inputs(wildcards):
 
 def benchmark_params(wildcards):
     """Each benchmark of the task with its family and decoding (what changes its results), and the task's
-    prompt where the config sets one (hardex.config.task_prompt: the key absent otherwise).
+    prompt where the config sets one (hardex.settings.task_prompt: the key absent otherwise).
     """
     decoding = decodings(config)
     prompt = task_prompt(config, wildcards.task)
@@ -464,51 +456,19 @@ def last_look_file(wildcards):
     return layout.fill(layout.LOOK, look=last_look())
 
 
-# ---- report: what the report rules read, and which settings reach which rule ----
+# ---- report: what the report rules read, and which settings reach which rule (hardex.report.plan) ----
 
 
 REPORT = config["report"]
-FIGURE_FORMATS = [f for f in REPORT["figures"]["formats"] if f != "png"]
-# every figure of the config (hardex.report.figures draws each) -> its label in the HTML report
-FIGURES = {
-    "accuracy_curves": "accuracy during training",
-    "learnable_vs_gain": "learnable % vs gain",
-    "pool_pass_rates": "pool pass rates",
-    "zero_std_share": "groups without learning signal",
-    "gain_vs_compute": "gain against compute",
-    "pass_at_k": "pass@k against k",
-}
-# gain by model capacity: a figure for configs that compare models
-FIGURES |= {"capacity": "gain by model capacity"} if len(MODELS) > 1 else {}
-# accuracy per difficulty tier during training: a figure for configs with paper 2's tier strategies
-FIGURES |= (
-    {"tier_curves": "accuracy per tier during training"}
-    if any(parse_tier_strategy(s) for s in config["selection"]["strategies"])
-    else {}
-)
-# the one figure that needs no training (its own rule, report_figure_pool); report_figures draws the others
-POOL_FIGURE = "pool_pass_rates"
-
 # a reference that does not exist is a config mistake: stop before any job is planned
-try:
-    REFERENCE_FILE = (
-        [str(reference_path(REPORT["reference"]))] if REPORT["reference"] else []
-    )
-except AnalysisError as e:
-    sys.exit(f"hardex: config error: {e}")
-
-REPORT_TARGETS = (
-    every(layout.TABLE, name=[*TABLES, "compute"], ext=TABLE_FORMATS)
-    + [layout.REGRESSION]
-    + every(layout.FIGURE, name=list(FIGURES), ext=["png", *FIGURE_FORMATS])
-)
+REFERENCE_FILE = report_plan.reference_files_or_exit(config)
+# every table, figure and the regression of the config's report (the sequential design's verdicts too)
+REPORT_TARGETS = report_plan.report_targets(config, TABLES)
 
 BASE_FILES = every(layout.EVAL_BASE)
 PROBE_FILES = every(layout.PROBE)
 OVERLAP_FILES = every(layout.OVERLAP)
 BUILT_MODEL_DIRS = every(layout.MODEL, model=BUILT_MODELS)
-# the job that made each made model's folder, whose timing file the compute table reads
-MODEL_STAGES = {m: MADE_BY[config["models"][m]["path"]] for m in BUILT_MODELS}
 
 if DESIGN:
     # a sequential design's runs: what the looks decided, planned again after each look (input functions)
@@ -533,85 +493,32 @@ if DESIGN:
             }
         )
 
-    REPORT_TARGETS += every(layout.TABLE, name="sequential", ext=TABLE_FORMATS)
 else:
     EVAL_FILES = every(layout.EVAL_RUN)
     STEPS_FILES = every(layout.STEPS)
     SUBSET_FILES = every(layout.SUBSET, strategy=STRATEGIES)
 
 
-def _config_name():
-    """The config file as the user named it (relative to the working directory when inside it)."""
-    files = [str(f) for f in workflow.config_settings.configfiles] or ["config.yaml"]
-    return ", ".join(
-        os.path.relpath(f) if not os.path.relpath(f).startswith("..") else f
-        for f in files
-    )
-
-
-# what the captions print about the run that produced a figure or table
-PROVENANCE = {
-    "configfile": _config_name(),
-    "models": {
-        m: config["models"][m].get("gguf", config["models"][m]["path"]) for m in MODELS
-    },
-    "tasks": {t: config["tasks"][t]["benchmarks"] for t in TASKS},
-    "strategies": RUN_STRATEGIES,
-    "seeds": SEEDS,
-    "budget": config["selection"]["budget"],
-    "steps": {m: run_length(grpo_settings(config, m)) for m in MODELS},
-}
-BENCHMARKS = {t: config["tasks"][t]["benchmarks"] for t in TASKS}
-PASS_K = {b: d["pass_k"] for b, d in decodings(config).items()}
-# the rescored table: each task's first benchmark (its data file gives the references), its family and
-# the scorer each task's config uses
-RESCORING = {
-    "benchmarks": sorted({config["tasks"][t]["benchmarks"][0] for t in TASKS}),
-    "families": {
-        b: split_spec(config, b)["family"]
-        for b in sorted({config["tasks"][t]["benchmarks"][0] for t in TASKS})
-    },
-    "scorings": {t: config["tasks"][t]["scoring"] for t in TASKS},
-}
-STATS = {"ci_level": REPORT["ci_level"], **REPORT["bootstrap"]}
-# group size G per model: the learnable % a subset should give is predicted from the probe with it
-GENERATIONS = {m: grpo_settings(config, m)["num_generations"] for m in MODELS}
-# a rehearsal's report says on every table and figure that its numbers are not results
-BANNER = (
-    f"REHEARSAL of {config['rehearsal']['of']} with stand-in models and seeded rewards: not results"
-    if config.get("rehearsal")
-    else None
-)
-STYLE = {k: v for k, v in REPORT["figures"].items() if k != "formats"} | {
-    "banner": BANNER
-}
+# the params the report rules share: the captions' provenance, benchmarks and pass@k, the statistics' settings,
+# each model's G, the figures' style and a rehearsal's banner
+PROVENANCE = report_plan.provenance(config, workflow.config_settings.configfiles)
+BENCHMARKS = report_plan.benchmarks(config)
+PASS_K = report_plan.pass_k(config)
+RESCORING = report_plan.rescoring(config)
+STATS = report_plan.stats(config)
+GENERATIONS = report_plan.generations(config)
+BANNER = report_plan.banner(config)
+STYLE = report_plan.figure_style(config)
 
 
 def table_output(name, title):
-    """The table's HTML page, in the HTML report (its title and note say what it holds)."""
-    return report_entry(
-        layout.fill(layout.TABLE, name=name, ext="html"),
-        caption="../report/table.rst",
-        category="Tables",
-        labels={"table": title},
-    )
+    """The table's HTML page, in the HTML report."""
+    return report_plan.table_output(name, title, report_entry)
 
 
 def figure_outputs(names):
-    """Each figure's PNG (in the HTML report, with its caption and FIGURES' label) and its other formats."""
-    return [
-        path
-        for name in names
-        for path in [
-            report_entry(
-                layout.fill(layout.FIGURE, name=name, ext="png"),
-                caption=f"../report/figures/{name}.rst",
-                category="Figures",
-                labels={"figure": FIGURES[name]},
-            ),
-            *every(layout.FIGURE, name=name, ext=FIGURE_FORMATS),
-        ]
-    ]
+    """Each figure's PNG, in the HTML report with its caption and label, and its other formats."""
+    return report_plan.figure_outputs(config, names, report_entry)
 
 
 STARTED = time.time()

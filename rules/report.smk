@@ -70,7 +70,7 @@ rule report_compute:
     conda:
         "../envs/analysis.yaml"
     params:
-        model_stages=MODEL_STAGES,
+        model_stages=report_plan.model_stages(config),
         provenance=PROVENANCE,
         banner=BANNER,
     script:
@@ -109,10 +109,11 @@ rule report_regression:
 
 
 rule report_figures:
-    """Every figure of the config (FIGURES) but the pool's, in one process (hardex.report.figures): accuracy
-    curves (Figure 2), learnable % against gain (Figure 3, from regression.json), groups without learning
-    signal, gain against compute (the rollout_budget table), pass@k against k (the pass_at_k table), and
-    where the config has them gain by model capacity (several models) and accuracy per tier (tier strategies).
+    """Every figure of the config (hardex.report.plan.figures) but the pool's, in one process
+    (hardex.report.figures): accuracy curves (Figure 2), learnable % against gain (Figure 3, from
+    regression.json), groups without learning signal, gain against compute (the rollout_budget table),
+    pass@k against k (the pass_at_k table), and where the config has them gain by model capacity (several
+    models) and accuracy per tier (tier strategies).
     """
     input:
         evals=EVAL_FILES,
@@ -124,7 +125,9 @@ rule report_figures:
         pass_at_k=layout.fill(layout.TABLE, name="pass_at_k", ext="csv"),
         reference=REFERENCE_FILE,
     output:
-        figure_outputs([name for name in FIGURES if name != POOL_FIGURE]),
+        figure_outputs(
+            [f for f in report_plan.figures(config) if f != report_plan.POOL_FIGURE]
+        ),
     log:
         "logs/report/figures.log",
     conda:
@@ -137,13 +140,9 @@ rule report_figures:
         reference=REPORT["reference"],
         names=REPORT["reference_names"],
         regression_strategies=REPORT["regression_strategies"],  # for a caption; the figure reads regression.json
-        sizes_b={m: config["models"][m]["size_b"] for m in MODELS},
+        sizes_b=report_plan.model_sizes(config),
         # a stand-in counts as the model it stands in for: its config's size_b
-        built={
-            m: d
-            for m, d in zip(BUILT_MODELS, BUILT_MODEL_DIRS)
-            if m not in made_by("standin_model")
-        },
+        built=report_plan.counted_models(config),
         provenance=PROVENANCE,
     script:
         "../scripts/report_figures.py"
@@ -157,7 +156,7 @@ rule report_figure_pool:
         probes=PROBE_FILES,
         subsets=SUBSET_FILES,
     output:
-        figure_outputs([POOL_FIGURE]),
+        figure_outputs([report_plan.POOL_FIGURE]),
     log:
         "logs/report/figure_pool.log",
     conda:

@@ -27,7 +27,7 @@ rule train:
         model=model_params,
         family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
-        # with the task's prompt and reward hook where set (hardex.config.run_grpo_settings)
+        # with the task's prompt and reward hook where set (hardex.settings.run_grpo_settings)
         grpo=lambda w: run_grpo_settings(config, w.model, w.strategy, w.task),
         allow_unlearnable=allows_unlearnable,
         run_dir=fill(layout.RUN_DIR),

@@ -5,15 +5,14 @@ from pathlib import Path
 # the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from hardex.config import sampling_mismatch
-from hardex.controls import control_rows, reward_line, run_reward
+from hardex.controls import RewardSpec, control_rows, reward_line
 from hardex.io import read_parquet, read_parquet_metadata
-from hardex.learnability import check_learnable
+from hardex.learnability import check_learnable, sampling_mismatch
 from hardex.probing import PROVENANCE_KEY
 from hardex.reward_hook import resolved
 from hardex.selection import run_strategy_parts
 from hardex.tasks import get_task
-from hardex.training import subset_rows, task_reward, train_grpo
+from hardex.training import subset_rows, train_grpo
 from hardex.workflow import job_log, job_model, renderer, set_threads, work_identity
 
 with job_log(snakemake) as log:
@@ -38,7 +37,8 @@ with job_log(snakemake) as log:
     train_grpo(
         p["path"],
         rows,
-        run_reward(control, task, g["reward_scale"], task_reward, int(snakemake.wildcards.seed), hook),
+        # the reward as data: built into its function by train_grpo, or by each process of a run trained in several
+        RewardSpec(snakemake.params.family, snakemake.params.scoring, g["reward_scale"], control, hook),
         g,
         int(snakemake.wildcards.seed),
         Path(snakemake.params.run_dir),
@@ -49,7 +49,4 @@ with job_log(snakemake) as log:
                                            if control else {}),
         log=log,
         run_name="{model}/{task}/{strategy}/seed{seed}".format(**dict(snakemake.wildcards)),
-        # what the processes of a run trained in several (grpo.processes) rebuild the reward from
-        reward={"family": snakemake.params.family, "scoring": snakemake.params.scoring, "scale": g["reward_scale"],
-                "control": control, "hook": hook},
     )

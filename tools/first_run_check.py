@@ -227,7 +227,7 @@ def check_train_paper(tiny: bool, work: Path) -> str:
     import torch
 
     name, model, hub_id = PAPER_MODEL
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
 
     cfg = preset(name)
     preset_steps = grpo_settings(cfg, model)["max_steps"]
@@ -251,7 +251,7 @@ def check_eval_paper(tiny: bool, work: Path) -> str:
     the transformers generator at the preset's token budget, GSM8K's decoding."""
     import torch
 
-    from hardex.config import decodings, generation_settings
+    from hardex.settings import decodings, generation_settings
     from hardex.generation.hf import HFGenerator
     from hardex.generation.sampling import Sampling
 
@@ -282,7 +282,7 @@ def check_eval_phi4(tiny: bool, work: Path) -> str:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from hardex.config import decodings, generation_settings, grpo_settings
+    from hardex.settings import decodings, generation_settings, grpo_settings
     from hardex.generation.hf import HFGenerator
     from hardex.generation.sampling import Sampling
 
@@ -310,7 +310,7 @@ def check_mini_generation(tiny: bool, work: Path) -> str:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from hardex.config import generation_settings, probe_settings
+    from hardex.settings import generation_settings, probe_settings
     from hardex.devices import hold_to_share
     from hardex.generation.hf import HFGenerator
     from hardex.generation.sampling import Sampling
@@ -353,7 +353,7 @@ def check_full_ft_moves(tiny: bool, work: Path) -> str:
     import torch
     from safetensors.torch import load_file
 
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
 
     cfg = preset("gpu_mini.yaml")
     g = tiny_grpo(grpo_settings(cfg, "mini"), True, max_steps=4, save_steps=4)
@@ -381,7 +381,7 @@ def check_trl_rollouts(tiny: bool, work: Path) -> str:
     base where bitsandbytes and a GPU are here; the adapters must have trained in float32."""
     from safetensors.torch import load_file
 
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
 
     cfg = preset("hard_examples_code.yaml")
     four_bit = cuda() and importlib.util.find_spec("bitsandbytes") is not None
@@ -405,9 +405,9 @@ def check_zero3_1proc(tiny: bool, work: Path) -> str:
         raise Skip("deepspeed is not installed (pip install 'hardex[gpu]')")
     if not cuda():
         raise Skip("ZeRO needs a CUDA GPU")
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
     from hardex.launch import launch_training
-    from hardex.training import checkpoint_steps
+    from hardex.io import checkpoint_steps
 
     g = tiny_grpo(grpo_settings(preset(PAPER_MODEL[0]), PAPER_MODEL[1]), True, max_steps=2, rollouts="trl",
                   distributed="zero3", gradient_accumulation_steps=2, num_generations=4)

@@ -78,7 +78,7 @@ def check_nccl_reduction(cpu: bool, work: Path, architecture: str) -> str:
     import torch.distributed as dist
 
     from hardex.launch import free_port
-    from hardex.training import summed_over_processes
+    from hardex.checkpoints import summed_over_processes
 
     gpu = not cpu and torch.cuda.is_available()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
@@ -142,7 +142,7 @@ def _standin(work: Path, architecture: str) -> Path:
 
 
 def _grpo(**changes) -> dict:
-    from hardex.config import schema_defaults
+    from hardex.settings import schema_defaults
 
     return {**schema_defaults("grpo"), **SMOKE_GRPO, "lora": schema_defaults("grpo", "lora"), **changes}
 
@@ -153,7 +153,7 @@ def _rows() -> list[dict]:
 
 def _plan_gib(model: Path, g: dict) -> float:
     """The memory plan's estimate for this train job on a GPU (its card undeclared: nothing refused)."""
-    from hardex.memory_plan import estimate_train
+    from hardex.memory_estimate import estimate_train
 
     arch = json.loads((model / "config.json").read_text())
     return estimate_train(arch, dtype="bfloat16", finetune=g["finetune"], lora=g["lora"], grpo=g, prompt_tokens=16,
@@ -174,7 +174,7 @@ def _train(work: Path, architecture: str, name: str, g: dict, launch: bool = Fal
         from hardex.launch import launch_training
         from hardex.tracking import tracker_args
         from hardex.schedule import run_steps
-        from hardex.training import checkpoint_steps
+        from hardex.io import checkpoint_steps
 
         from hardex.precision import resolve_precision
 

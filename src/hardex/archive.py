@@ -31,9 +31,10 @@ from typing import Any
 import yaml
 
 from hardex import layout
-from hardex.config import ConfigError, check_config, run_strategies, seed_list
+from hardex.config import ConfigError, check_config
 from hardex.evaluation import NO_ADAPTERS
 from hardex.io import atomic_path
+from hardex.settings import run_strategies, seed_list
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAKEFILE = ROOT / "Snakefile"

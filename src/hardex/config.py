@@ -1,38 +1,24 @@
-"""Config validation (JSON schema with defaults, then cross-references) and the derived views rules use.
+"""Config validation: the JSON schema with its defaults, then the cross-references a schema cannot say.
 
 `check_config` is called by the Snakefile before any job is planned. A mistake ends the run with
-one line that names the key, the value and what is allowed.
+one line that names the key, the value and what is allowed. The views of the checked config that the
+rules read are `hardex.settings`; the cross-checks here read them too.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
-SYNTHETIC_FAMILIES = ("arith", "swaps", "addition")  # generated splits: their size is the config's n
+from hardex.settings import (SCHEMA, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
+                             known_split_size, model_tasks, peek_local_file, run_strategies, seed_design, split_spec)
 
 
 class ConfigError(ValueError):
     """An invalid config; str() is the one-line message for the user."""
-
-
-def schema_defaults(*keys: str) -> dict[str, Any]:
-    """The schema's defaults of the block at `keys` (e.g. "probe", "adaptive"): the one place they are
-    written, for callers of the library that pass a block without going through the config check."""
-    import yaml
-
-    schema = yaml.safe_load(SCHEMA.read_text())
-    node = schema
-    for key in keys:
-        node = node["properties"][key]
-        if "$ref" in node:  # "#/$defs/grpo"
-            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
-    return {k: v["default"] for k, v in node["properties"].items() if "default" in v}
 
 
 def _path(parts) -> str:
@@ -269,6 +255,22 @@ def _check_greedy_and_base_pass_k(cfg: dict) -> None:
                               f"(n_samples) the checkpoints take on {ref} (task {task}): the base needs at least as many")
 
 
+def _check_seed_design(cfg: dict) -> None:
+    """A sequential design's arithmetic, and deciding comparisons that name runs the config trains."""
+    from hardex.sequential import BASE_RUN
+
+    try:
+        seed_design(cfg)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    runs = run_strategies(cfg)
+    for i, pair in enumerate(cfg["seeds"].get("deciding") or [] if isinstance(cfg["seeds"], dict) else []):
+        for name in pair:
+            if name not in runs and name != BASE_RUN:
+                raise ConfigError(f"seeds.deciding[{i}]: {name!r} is no run of this config ({', '.join(runs)}, "
+                                  f"or {BASE_RUN})")
+
+
 #: grpo.distributed strategies that shard the weights over the processes
 SHARDED_WEIGHTS = ("zero3", "fsdp1", "fsdp2")
 
@@ -276,7 +278,7 @@ SHARDED_WEIGHTS = ("zero3", "fsdp1", "fsdp2")
 def _check_gpu_training(where: str, g: dict) -> None:
     """Combinations of several processes, sharding, 4-bit weights and rollouts that cannot train as asked."""
     processes = g["processes"]
-    own_rollouts = g["rollouts"] in ("hardex", "vllm")  # hardex.training.hardex_rollouts
+    own_rollouts = g["rollouts"] in ("hardex", "vllm")  # hardex.rollouts.HardexRollouts
     if processes > 1 and own_rollouts and g["prompts_per_step"] % processes:
         raise ConfigError(f"{where}.prompts_per_step: {g['prompts_per_step']} prompts do not split into whole groups "
                           f"over {processes} processes (grpo.processes), which hardex's rollouts "
@@ -312,7 +314,7 @@ def _check_split_fields(datasets: dict) -> None:
                 fields = check_fields(get_task(dcfg["family"]), spec.get("fields"))
             except DataError as e:
                 raise ConfigError(f"datasets.{ds}.splits.{split}.{e}") from None
-            read = _local_file(spec["file"]) if spec.get("file") and fields else None
+            read = peek_local_file(spec["file"]) if spec.get("file") and fields else None
             if read and read[1]:  # a local file planning can read: its columns, before any job
                 for role, column in fields.items():
                     if column not in read[1]:
@@ -508,11 +510,6 @@ def _planned_split_ids(cfg: dict, ref: str) -> list[str] | None:
         return None
 
 
-def imported_rates(cfg: dict) -> dict[str, str]:
-    """{task: its pass-rate file} of the tasks whose pass rates are imported (`tasks.<task>.probe.from`)."""
-    return {t: tc["probe"]["from"] for t, tc in cfg["tasks"].items() if (tc.get("probe") or {}).get("from")}
-
-
 def _check_prompts_and_reward_hooks(cfg: dict) -> None:
     """A task's prompt template (it names {question}, and nothing but {question} and {instruction}) and its
     reward hook (it imports, and takes (completion, answer, prompt): hardex.reward_hook.check_hook)."""
@@ -616,239 +613,3 @@ def check_or_exit(config: dict[str, Any], configfiles=()) -> dict[str, Any]:
     except ConfigError as e:
         print(f"hardex: config error: {e}", file=sys.stderr)
         sys.exit(1)
-
-
-# ---- derived views: exactly what each rule's params carry ---------------------------------------
-
-
-def _merge(base: dict, override: dict | None) -> dict:
-    out = copy.deepcopy(base)
-    for k, v in (override or {}).items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
-def probe_settings(cfg: dict, task: str) -> dict:
-    """The probe section with the task's overrides applied.
-
-    Adaptive probing settles examples against the selection boundaries, so only then does the
-    selection budget change probe results (and reach the probe rule, as adaptive.budget).
-    """
-    settings = _merge(cfg["probe"], cfg["tasks"][task].get("probe"))
-    adaptive = settings.get("adaptive") or {}
-    if adaptive.get("enabled"):
-        if adaptive.get("budget") is None:
-            adaptive["budget"] = cfg["selection"]["budget"]
-        if adaptive.get("strategies") is None:
-            adaptive["strategies"] = boundary_strategies(cfg)
-    if prompt := task_prompt(cfg, task):
-        settings["prompt"] = prompt
-    return settings
-
-
-def task_prompt(cfg: dict, task: str) -> dict:
-    """How a task asks, as its probe, train and evaluate jobs get it (hardex.tasks.get_task's `prompt`): its
-    `prompt_template` and `system_prompt` where the config sets them; {} for today's prompt, and then no
-    rule's params hold the key, so that results made before these keys existed stay up to date."""
-    return {k: cfg["tasks"][task][k] for k in ("prompt_template", "system_prompt") if k in cfg["tasks"][task]}
-
-
-def sampling_mismatch(probe: dict[str, Any] | None, grpo: dict[str, Any]) -> str | None:
-    """A warning line when the probe sampled (`probe`: its provenance or settings, with temperature, top_p,
-    max_new_tokens) otherwise than GRPO samples (`grpo`: temperature, top_p, max_completion_length), else
-    None; None too when the probe's settings are unknown. Never an error: a colder or shorter probe is a
-    legitimate choice, but its pass rates are not GRPO's."""
-    if not probe:
-        return None
-    pairs = [("temperature", "temperature", "temperature"), ("top_p", "top_p", "top_p"),
-             ("max length", "max_new_tokens", "max_completion_length")]
-    diffs = [f"{name} {probe[pk]:g} in the probe vs {grpo[gk]:g} in GRPO (probe.{pk}, grpo.{gk})"
-             for name, pk, gk in pairs
-             if probe.get(pk) is not None and grpo.get(gk) is not None and float(probe[pk]) != float(grpo[gk])]
-    if not diffs:
-        return None
-    return ("WARNING: the probe did not sample as GRPO does: " + "; ".join(diffs) + ". Pass rates, the selection "
-            "and the expected share of mixed groups describe the probe's decoding, not GRPO's.")
-
-
-def sampling_notices(cfg: dict) -> list[str]:
-    """One line per model x task whose probe samples otherwise than that model's GRPO (temperature, top_p,
-    max length; `sampling_mismatch`): a notice at planning time, never an error."""
-    imported = imported_rates(cfg)
-    # imported pass rates were sampled as their file's run did, which hardex does not know
-    lines = [f"{task}: pass rates imported from {path} (tasks.{task}.probe.from): how they were sampled is not known "
-             f"here; they describe GRPO's groups only if that run sampled as GRPO does" for task, path in imported.items()]
-    for model in cfg["models"]:
-        for task in cfg["tasks"]:
-            if task in imported:
-                continue
-            line = sampling_mismatch(probe_settings(cfg, task), grpo_settings(cfg, model))
-            if line:
-                lines.append(f"{model}/{task}: {line.removeprefix('WARNING: ')}")
-    return lines
-
-
-def control_notices(cfg: dict) -> list[str]:
-    """One line per shuffled control on a choice task (a notice at planning time, never an error): it pays
-    another question's option letter and never the true one, an incorrect-label reward that trains toward
-    wrong options rather than measuring form."""
-    from hardex.tasks import get_task
-
-    if not cfg["selection"]["controls"].get("shuffled"):
-        return []
-    lines = []
-    for task, tcfg in cfg["tasks"].items():
-        family = cfg["datasets"][tcfg["pool"].split("/", 1)[0]]["family"]
-        if get_task(family).answer_kind == "choice":
-            lines.append(f"{task}: selection.controls.shuffled on a choice task pays another question's option, "
-                         f"never the right one: it trains toward wrong options (an incorrect-label reward, not a "
-                         f"form control); selection.controls.random_reward or format measure form")
-    return lines
-
-
-def boundary_strategies(cfg: dict) -> list[str]:
-    """The selected strategies whose subset ends at a pass-rate boundary (adaptive probing settles those)."""
-    from hardex.selection import BOUNDARY_STRATEGIES
-
-    return [s for s in BOUNDARY_STRATEGIES if s in cfg["selection"]["strategies"]]
-
-
-def generation_settings(cfg: dict, model: str) -> dict:
-    """The generation section as a model's probe and evaluate jobs run it: its own `token_budget` in place of
-    the shared one where it sets one (a large model's batch must be smaller: hardex.memory_plan)."""
-    own = cfg["models"][model].get("token_budget")
-    return cfg["generation"] if own is None else {**cfg["generation"], "token_budget": own}
-
-
-def grpo_settings(cfg: dict, model: str) -> dict:
-    """The grpo section with the model's overrides applied; with vLLM rollouts, also the engine's
-    settings (`generation.vllm`), which decide the samples as the other settings do."""
-    g = _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
-    if g["rollouts"] in ("vllm", "vllm-server"):
-        g["vllm"] = cfg["generation"]["vllm"]
-    return g
-
-
-def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None = None) -> dict:
-    """One run's grpo settings: the model's, with `online_filtering` for a <strategy>_online run (the key
-    is absent otherwise, so that other runs keep the settings, and checkpoints, they had before it). With
-    its `task`, also the task's `prompt` and `reward_hook` (the hook's spec and a hash of its file,
-    hardex.reward_hook.hook_settings; a format control, which never calls it, left without) where set."""
-    from hardex.selection import offline_strategy, run_strategy_parts
-
-    g = grpo_settings(cfg, model)
-    if offline_strategy(run_strategy)[1]:
-        g["online_filtering"] = True
-    if task is not None:
-        if prompt := task_prompt(cfg, task):
-            g["prompt"] = prompt
-        if "reward" in cfg["tasks"][task] and run_strategy_parts(run_strategy)[2] != "format":
-            from hardex.reward_hook import hook_settings
-
-            g["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
-    return g
-
-
-def _check_seed_design(cfg: dict) -> None:
-    """A sequential design's arithmetic, and deciding comparisons that name runs the config trains."""
-    from hardex.sequential import BASE_RUN
-
-    try:
-        seed_design(cfg)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    runs = run_strategies(cfg)
-    for i, pair in enumerate(cfg["seeds"].get("deciding") or [] if isinstance(cfg["seeds"], dict) else []):
-        for name in pair:
-            if name not in runs and name != BASE_RUN:
-                raise ConfigError(f"seeds.deciding[{i}]: {name!r} is no run of this config ({', '.join(runs)}, "
-                                  f"or {BASE_RUN})")
-
-
-def seed_design(cfg: dict):
-    """The sequential design of `seeds: {first, batch, max}` (hardex.sequential.Design), None for a list."""
-    from hardex.sequential import design_of
-
-    seeds = cfg["seeds"]
-    return design_of({k: v for k, v in seeds.items() if k != "deciding"} if isinstance(seeds, dict) else seeds)
-
-
-def model_tasks(cfg: dict, model: str) -> list[str]:
-    """The tasks a model runs: its `tasks`, or every task."""
-    return list(cfg["models"][model].get("tasks") or cfg["tasks"])
-
-
-def seed_list(cfg: dict) -> list[int]:
-    """Every seed a run may train with: the list, or a sequential design's 0 .. max - 1."""
-    design = seed_design(cfg)
-    return list(range(design.max)) if design else list(cfg["seeds"])
-
-
-def run_strategies(cfg: dict) -> list[str]:
-    """Every run's strategy: the selection's, <strategy>_online for its online strategies, and
-    <strategy>_<control> for its controls (`selection.controls`)."""
-    from hardex.selection import ONLINE_SUFFIX, control_run
-
-    sel = cfg["selection"]
-    controls = [control_run(s, control) for control, strategies in (sel.get("controls") or {}).items() for s in strategies]
-    return list(sel["strategies"]) + [s + ONLINE_SUFFIX for s in sel["online_strategies"]] + controls
-
-
-def decodings(cfg: dict) -> dict[str, dict]:
-    """Decoding per benchmark ref used by any task (the default with the benchmark's overrides)."""
-    refs = {b for t in cfg["tasks"].values() for b in t["benchmarks"]}
-    ev = cfg["evaluation"]
-    return {r: _merge(ev["decoding"], ev["overrides"].get(r)) for r in sorted(refs)}
-
-
-# keys of a split read from a file that keep every row of it (others filter: levels, subjects, parts...)
-_WHOLE_FILE_KEYS = {"file", "fields", "limit", "name", "split", "rows", "ids", "start", "stop"}
-
-
-def known_split_size(cfg: dict, ref: str) -> int | None:
-    """Rows of a split when planning can tell without a job: a generated split, a list of rows or ids, or a
-    local file read whole (its rows counted, no model loaded)."""
-    ds, split = ref.split("/", 1)
-    spec = cfg["datasets"][ds]["splits"][split]
-    n = spec.get("n") if cfg["datasets"][ds]["family"] in SYNTHETIC_FAMILIES else None
-    if n is None and spec.get("file") and set(spec) <= _WHOLE_FILE_KEYS:
-        read = _local_file(spec["file"])
-        if read:  # a slice of the file's rows
-            n = len(range(read[0])[spec.get("start", 0):spec.get("stop")])
-    for listed in (spec.get("rows"), spec.get("ids")):
-        n = len(listed) if listed is not None else n
-    if n is not None and spec.get("limit"):
-        n = min(n, spec["limit"])
-    return n
-
-
-def _local_file(path: str) -> tuple[int, list[str]] | None:
-    """(rows, the first row's columns) of a local data file, read once per planning; None where it is not there
-    yet or not readable (its job says why)."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        return None
-    return _read_local_file(str(p.resolve()), p.stat().st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=64)
-def _read_local_file(path: str, mtime_ns: int) -> tuple[int, list[str]] | None:
-    from hardex.tasks.rows import DataError, read_local
-
-    try:
-        if path.endswith(".parquet"):
-            import polars as pl
-
-            return pl.scan_parquet(path).select(pl.len()).collect().item(), list(pl.read_parquet_schema(path))
-        rows = read_local(path)
-    except (DataError, OSError, ValueError):
-        return None
-    return len(rows), list(rows[0]) if rows and isinstance(rows[0], dict) else []
-
-
-def split_spec(cfg: dict, ref: str) -> dict:
-    """Loader spec of one dataset split, with the family and split name the loader needs."""
-    ds, split = ref.split("/", 1)
-    dcfg = cfg["datasets"][ds]
-    spec = {"name": split, **dcfg["splits"][split]}  # "split" in a hub spec is the hub split
-    return {"family": dcfg["family"], "spec": spec}

@@ -29,7 +29,7 @@ keyed by them (a resumed run keeps its mapping, a changed mapping starts afresh)
 run trained in several (hardex.train_worker) get them with the rows; the derangement is a function of
 the answers and the seed alone, so every job that rebuilds it gets the same one. The random reward's draws
 are keyed by the run seed and the completions scored, so a resumed run or another process draws alike.
-The true reward stays `hardex.training.task_reward`, or a task's reward hook (`tasks.<task>.reward`,
+The true reward stays `task_reward`, or a task's reward hook (`tasks.<task>.reward`,
 hardex.reward_hook) in its place: the random-reward control then takes its rate from the hook's rewards and the
 shuffled control pays what the hook gives against another example's reference; the format control scores the
 answer's form with the task's own extraction, hook or not. This module imports no stage.
@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from hardex.reward_hook import hook_reward
-from hardex.tasks import last_boxed, strip_echo
+from hardex.tasks import get_task, last_boxed, strip_echo
 from hardex.tasks.released import released_last_box
 
 Reward = Callable[[str, str, str], float]
@@ -104,6 +105,22 @@ def shuffled_rows(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str,
     else:
         note = f"no example of {len(rows)} is scored against an equal answer"
     return out, note
+
+
+def control_notices(cfg: dict) -> list[str]:
+    """One line per shuffled control on a choice task (a notice at planning time, never an error): it pays
+    another question's option letter and never the true one, an incorrect-label reward that trains toward
+    wrong options rather than measuring form."""
+    if not cfg["selection"]["controls"].get("shuffled"):
+        return []
+    lines = []
+    for task, tcfg in cfg["tasks"].items():
+        family = cfg["datasets"][tcfg["pool"].split("/", 1)[0]]["family"]
+        if get_task(family).answer_kind == "choice":
+            lines.append(f"{task}: selection.controls.shuffled on a choice task pays another question's option, "
+                         f"never the right one: it trains toward wrong options (an incorrect-label reward, not a "
+                         f"form control); selection.controls.random_reward or format measure form")
+    return lines
 
 
 def reads_an_answer(task, completion: str, reference: str, prompt: str | None = None) -> bool:
@@ -192,12 +209,17 @@ def control_rows(control: str | None, rows: list[dict[str, Any]], seed: int) -> 
     return rows, ""
 
 
-def run_reward(control: str | None, task, scale: float, task_reward: Callable[[Any, float], Reward],
-               seed: int = 0, hook: str | None = None) -> Reward:
+def task_reward(task, scale: float = 1.0) -> Reward:
+    """The verifiable reward: `scale` for a completion the task's scorer accepts, else 0. A task's reward hook
+    (tasks.<task>.reward) is called the same way in its place (run_reward, hardex.reward_hook)."""
+    return lambda completion, answer, prompt: scale * float(task.is_correct(completion, answer, prompt))
+
+
+def run_reward(control: str | None, task, scale: float, seed: int = 0, hook: str | None = None) -> Reward:
     """The reward a run trains with: the format control's, the random-reward control's (its draws seeded by
-    the run `seed`), or the true reward: `task_reward(task, scale)` (hardex.training's, passed in: this
-    module imports no stage), or the reward hook `hook` names in its place (tasks.<task>.reward, a spec of
-    hardex.reward_hook), which for the shuffled control reads the shuffled references `control_rows` wrote."""
+    the run `seed`), or the true reward: `task_reward(task, scale)`, or the reward hook `hook` names in its place
+    (tasks.<task>.reward, a spec of hardex.reward_hook), which for the shuffled control reads the shuffled
+    references `control_rows` wrote."""
     if control == "format":
         return format_reward(task, scale)
     true_reward = hook_reward(hook, scale) if hook else task_reward(task, scale)
@@ -206,6 +228,23 @@ def run_reward(control: str | None, task, scale: float, task_reward: Callable[[A
     if control not in (None, "shuffled"):
         raise ValueError(f"unknown control {control!r}")
     return true_reward
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A run's reward as data: what the train job builds it from (hardex.training.train_grpo) and what the processes
+    of a run trained in several are handed (a function cannot cross to them; hardex.train_worker). Both build it
+    by `function`. The shuffled control's references come with the run's rows (`control_rows`), not from here."""
+
+    family: str  # the task's family and scoring (hardex.tasks.get_task)
+    scoring: str
+    scale: float  # grpo.reward_scale
+    control: str | None = None  # selection.controls: random_reward, format, shuffled, or None
+    hook: str | None = None  # the task's reward hook (tasks.<task>.reward), its file resolved (reward_hook.resolved)
+
+    def function(self, seed: int) -> Reward:
+        """The reward function of run seed `seed` (run_reward)."""
+        return run_reward(self.control, get_task(self.family, self.scoring), self.scale, seed, self.hook)
 
 
 def reward_line(control: str | None, scale: float, hook: str | None = None) -> str:

@@ -30,10 +30,11 @@ from typing import Any
 
 import yaml
 
-from hardex.config import SYNTHETIC_FAMILIES, ConfigError, check_config, check_duplicate_keys, split_spec
+from hardex.config import ConfigError, check_config, check_duplicate_keys
 from hardex.layout import MADE_BY
 from hardex.model_sources import _hub_id
 from hardex.models import FINGERPRINT_SUFFIXES, HUB_SKIP
+from hardex.settings import SYNTHETIC_FAMILIES, split_spec
 from hardex.tasks.base import DataError
 from hardex.tasks.hub_formats import OBJECT_WORDS, PER_SUBJECT_HUBS, SUBJECTS, object_counts, subject_key
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 #: grpo.distributed: the accelerate config of TRL's that each names, in order of how much of the training
-#: state each process keeps (hardex.memory_plan reads the order)
+#: state each process keeps (hardex.memory_estimate reads the order)
 STRATEGIES = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
 #: a resolved grpo.precision as accelerate's --mixed_precision names it
 MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}

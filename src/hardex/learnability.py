@@ -110,6 +110,24 @@ def check_learnable(subset: pl.DataFrame, strategy: str, allowed: bool, group_si
         f"selection.allow_unlearnable: [{strategy}]")
 
 
+def sampling_mismatch(probe: dict[str, Any] | None, grpo: dict[str, Any]) -> str | None:
+    """A warning line when the probe sampled (`probe`: its provenance or settings, with temperature, top_p,
+    max_new_tokens) otherwise than GRPO samples (`grpo`: temperature, top_p, max_completion_length), else
+    None; None too when the probe's settings are unknown. Never an error: a colder or shorter probe is a
+    legitimate choice, but its pass rates are not GRPO's."""
+    if not probe:
+        return None
+    pairs = [("temperature", "temperature", "temperature"), ("top_p", "top_p", "top_p"),
+             ("max length", "max_new_tokens", "max_completion_length")]
+    diffs = [f"{name} {probe[pk]:g} in the probe vs {grpo[gk]:g} in GRPO (probe.{pk}, grpo.{gk})"
+             for name, pk, gk in pairs
+             if probe.get(pk) is not None and grpo.get(gk) is not None and float(probe[pk]) != float(grpo[gk])]
+    if not diffs:
+        return None
+    return ("WARNING: the probe did not sample as GRPO does: " + "; ".join(diffs) + ". Pass rates, the selection "
+            "and the expected share of mixed groups describe the probe's decoding, not GRPO's.")
+
+
 def tie(subset: pl.DataFrame, probe: pl.DataFrame) -> tuple[float, int] | None:
     """(pass rate, pool examples at it) when a whole subset is drawn from one tie of pass rates that
     holds more pool examples than the subset took, else None: the ranking chose nothing but the tie."""

@@ -1,6 +1,6 @@
 """The sizes of a decoder that its memory and its run time depend on, read from its config.json (a kept hub
 architecture, a local model, the block of a built one), and the batches hardex's transformers generator packs:
-the arithmetic shared by the memory plan (hardex.memory_plan) and the job-time estimates (hardex.job_time).
+the arithmetic shared by the memory estimates (hardex.memory_estimate) and the job-time estimates (hardex.job_time).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from hardex.architectures import config_of
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
-#: padded tokens per rollout batch of the train job: hardex.training.hardex_rollouts' default (train_grpo
+#: padded tokens per rollout batch of the train job: hardex.training.rollout_generator's default (train_grpo
 #: passes no budget, so generation.token_budget does not reach it; a test checks the two agree)
 ROLLOUT_TOKEN_BUDGET = 262144
-#: prompts per batch of the rollout generator (HFGenerator's default; hardex_rollouts passes none)
+#: prompts per batch of the rollout generator (HFGenerator's default; rollout_generator passes none)
 ROLLOUT_MAX_BATCH_PROMPTS = 256
 
 

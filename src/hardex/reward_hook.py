@@ -143,7 +143,7 @@ def hook_settings(spec: str, root: Path = WORKFLOW_DIR) -> dict[str, Any]:
 
 
 def hook_reward(spec: str, scale: float = 1.0, root: Path = WORKFLOW_DIR) -> Callable[[str, str, str], float]:
-    """The training reward of a hook: `scale` times its number for each completion (hardex.training.task_reward's
+    """The training reward of a hook: `scale` times its number for each completion (hardex.controls.task_reward's
     form); a value that is not a finite number stops the run, naming the hook."""
     hook = load_hook(spec, root)
 

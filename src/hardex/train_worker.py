@@ -1,4 +1,4 @@
-"""One of the processes of a run trained in several (hardex.launch): rebuilds the run's reward and fits.
+"""One of the processes of a run trained in several (hardex.launch): builds the run's reward and fits.
 
     python -m hardex.train_worker SPEC.json      (started by accelerate launch, never by hand)
 """
@@ -9,22 +9,19 @@ import json
 import sys
 from pathlib import Path
 
-from hardex.controls import run_reward
+from hardex.controls import RewardSpec
 from hardex.devices import hold_to_share
 from hardex.launch import die_with_parent
-from hardex.tasks import get_task
-from hardex.training import fit, task_reward
+from hardex.training import fit
 
 
 def main(spec_file: str) -> None:
     die_with_parent()  # torch's launcher gave this process a session of its own: go when it goes
     hold_to_share()  # accelerate's ranks do not pass through the job's setup (hardex.workflow.job_log)
     spec = json.loads(Path(spec_file).read_text())
-    reward = spec["reward"]
-    # a control's reward (hardex.controls); shuffled references came with the rows; a reward hook loaded again
-    # by its spec (hardex.reward_hook), a function being nothing a process can be handed
-    reward_fn = run_reward(reward.get("control"), get_task(reward["family"], reward["scoring"]), reward["scale"],
-                           task_reward, spec["seed"], reward.get("hook"))
+    # the reward as data (a function being nothing a process can be handed), built as train_grpo builds it in one
+    # process; a control's shuffled references came with the rows, a reward hook is loaded again by its spec
+    reward_fn = RewardSpec(**spec["reward"]).function(spec["seed"])
     fit(spec["model_path"], spec["rows"], reward_fn, spec["g"], spec["seed"], Path(spec["ckpt_dir"]),
         spec["resume"], spec["steps_total"], spec["trainer_args"])
 

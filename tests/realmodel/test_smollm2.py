@@ -56,8 +56,10 @@ def test_the_completion_mask_keeps_im_end_and_drops_the_padding_after_it(smollm2
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from hardex.config import check_config, grpo_settings
-    from hardex.training import _trainer_class, grpo_args, hardex_rollouts
+    from hardex.config import check_config
+    from hardex.rollouts import HardexRollouts
+    from hardex.settings import grpo_settings
+    from hardex.training import _trainer_class, grpo_args, rollout_generator
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     assert tok.pad_token_id == tok.eos_token_id
@@ -68,7 +70,7 @@ def test_the_completion_mask_keeps_im_end_and_drops_the_padding_after_it(smollm2
         model=model, reward_funcs=lambda completions, **_: [0.0] * len(completions),
         args=grpo_args(g, 0, tmp_path, use_cpu=True, steps=1),
         train_dataset=Dataset.from_list([{"prompt": p} for p in _prompts(tok)]), processing_class=tok,
-        rollout_func=hardex_rollouts(g, 0) if rollouts == "hardex" else None)
+        rollout_func=HardexRollouts(g, 0, rollout_generator(g, 0)) if rollouts == "hardex" else None)
     inputs = [{"prompt": p} for p in _prompts(tok) for _ in range(4)]
     batch = trainer._generate_and_score_completions(inputs)
     ids, mask = batch["completion_ids"], batch["completion_mask"]

@@ -184,7 +184,7 @@ def test_repeating_small_subsets_is_a_choice_the_config_can_make(smoke_config):
 def test_a_model_grpo_override_changes_only_the_keys_it_writes(smoke_config):
     """The schema's defaults once filled every model override, so one LoRA key silently reset the learning
     rate, the steps and every other top-level grpo setting of that model to the schema's defaults."""
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
 
     cfg = copy.deepcopy(smoke_config)
     cfg["models"]["tiny"]["grpo"] = {"lora": {"target_modules": ["qkv_proj", "o_proj"]}}
@@ -198,7 +198,7 @@ def test_a_model_grpo_override_changes_only_the_keys_it_writes(smoke_config):
 def test_vllm_rollouts_carry_the_engine_settings_into_the_run(smoke_config):
     """The engine's settings decide the rollouts' samples (dtype aside), so they are part of the run's
     settings, and of its checkpoints' hash; other runs do not carry them."""
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
 
     cfg = copy.deepcopy(smoke_config)
     cfg["models"]["tiny"]["grpo"] = {"rollouts": "vllm"}
@@ -209,7 +209,7 @@ def test_vllm_rollouts_carry_the_engine_settings_into_the_run(smoke_config):
 
 
 def test_online_runs_are_added_per_online_strategy_and_need_hardexs_rollouts(smoke_config):
-    from hardex.config import run_grpo_settings, run_strategies
+    from hardex.settings import run_grpo_settings, run_strategies
 
     cfg = copy.deepcopy(smoke_config)
     cfg["selection"]["online_strategies"] = ["random"]
@@ -224,7 +224,7 @@ def test_online_runs_are_added_per_online_strategy_and_need_hardexs_rollouts(smo
 
 
 def test_adaptive_probing_settles_every_boundary_the_selection_needs(smoke_config):
-    from hardex.config import probe_settings
+    from hardex.settings import probe_settings
 
     cfg = copy.deepcopy(smoke_config)
     cfg["selection"]["strategies"] = ["hard", "medium", "random"]
@@ -282,7 +282,7 @@ def test_no_two_outputs_share_a_path():
 
 
 def test_a_probe_sampling_otherwise_than_grpo_is_a_notice_at_planning_not_an_error(smoke_config):
-    from hardex.config import sampling_notices
+    from hardex.settings import sampling_notices
 
     cfg = check_config(copy.deepcopy(smoke_config))
     assert sampling_notices(cfg) == []

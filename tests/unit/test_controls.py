@@ -11,13 +11,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from hardex.config import ConfigError, check_config, control_notices, run_strategies
-from hardex.controls import (RandomReward, derangement, format_reward, format_score, reads_an_answer, run_reward,
-                             shuffled_rows)
+from hardex.config import ConfigError, check_config
+from hardex.controls import (RandomReward, control_notices, derangement, format_reward, format_score, reads_an_answer,
+                             run_reward, shuffled_rows)
 from hardex.report import loading, tables
 from hardex.selection import offline_strategy, run_strategy_parts, strategy_sort_key
+from hardex.settings import run_strategies
 from hardex.tasks import get_task
-from hardex.training import task_reward
 
 
 # ---- the derangement -------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def test_the_format_score_grades_where_and_how_the_answer_is_written_and_never_i
 
 def test_the_random_reward_pays_at_the_true_rate_whatever_the_completions_say():
     task = get_task("addition", "lenient")
-    reward = run_reward("random_reward", task, 2.0, task_reward, seed=3)
+    reward = run_reward("random_reward", task, 2.0, seed=3)
     assert isinstance(reward, RandomReward)
     rng = np.random.default_rng(0)
     right = rng.random(4000) < 0.3
@@ -145,7 +145,7 @@ def test_the_random_reward_pays_at_the_true_rate_whatever_the_completions_say():
     assert (paid[right] > 0).mean() == pytest.approx((paid[~right] > 0).mean(), abs=0.05)  # ...blind to rightness
     again = reward.batch(completions, ["12"] * len(right), ["q"] * len(right))
     assert again == paid.tolist()  # the same batch draws alike (a resumed run, another process)
-    other = run_reward("random_reward", task, 2.0, task_reward, seed=4).batch(completions, ["12"] * 4000, ["q"] * 4000)
+    other = run_reward("random_reward", task, 2.0, seed=4).batch(completions, ["12"] * 4000, ["q"] * 4000)
     assert other != paid.tolist()
     assert reward.batch(["\\boxed{13}"] * 8, ["12"] * 8, ["q"] * 8) == [0.0] * 8  # rate 0: nothing paid
     assert reward.batch(["\\boxed{12}"] * 8, ["12"] * 8, ["q"] * 8) == [2.0] * 8  # rate 1: all paid
@@ -169,11 +169,11 @@ def test_a_shuffled_control_on_a_choice_task_is_said_at_planning(smoke_config):
 def test_run_reward_picks_the_control_and_keeps_the_true_reward_otherwise():
     task = get_task("addition", "lenient")
     for control in (None, "shuffled"):
-        reward = run_reward(control, task, 1.0, task_reward)
+        reward = run_reward(control, task, 1.0)
         assert reward("\\boxed{12}", "12", None) == 1.0 and reward("\\boxed{13}", "12", None) == 0.0
-    assert run_reward("format", task, 1.0, task_reward)("\\boxed{13}", "12", None) == 1.0
+    assert run_reward("format", task, 1.0)("\\boxed{13}", "12", None) == 1.0
     with pytest.raises(ValueError, match="unknown control 'spurious'"):
-        run_reward("spurious", task, 1.0, task_reward)
+        run_reward("spurious", task, 1.0)
 
 
 # ---- names and config ------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def test_a_shuffled_control_trains_with_trl_on_the_shuffled_references(tmp_path,
     assert len(set(own.values())) > 1 and all(reference[p] != own[p] for p in own)
 
     calls = []
-    true_reward = task_reward(task)
+    true_reward = run_reward("shuffled", task, 1.0)  # the task's scorer, against the references of the rows
 
     def recorded(completion, answer, prompt):
         value = true_reward(completion, answer, prompt)
@@ -306,8 +306,8 @@ def test_a_shuffled_control_trains_with_trl_on_the_shuffled_references(tmp_path,
     def train(log):
         run_dir = tmp_path / "run"
         rows_again, _ = shuffled_rows(rows, 0)  # as a second job (or a worker process) derives them
-        train_grpo(str(tiny_model), rows_again, run_reward("shuffled", task, 1.0, lambda t, s: recorded), g, 0,
-                   run_dir, run_dir / "final", run_dir / "steps.parquet", identity={"control": "shuffled"}, log=log)
+        train_grpo(str(tiny_model), rows_again, recorded, g, 0, run_dir, run_dir / "final", run_dir / "steps.parquet",
+                   identity={"control": "shuffled"}, log=log)
         return pl.read_parquet(run_dir / "steps.parquet")
 
     steps = train(lambda *a: None)

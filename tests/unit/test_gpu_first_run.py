@@ -38,7 +38,7 @@ def test_the_reduction_runs_in_a_one_process_group_on_the_devices_tensor(one_pro
     import torch
     import torch.distributed as dist
 
-    from hardex.training import summed_over_processes
+    from hardex.checkpoints import summed_over_processes
 
     one_process_group("gloo")
     seen = []
@@ -57,16 +57,16 @@ def test_the_reduction_runs_in_a_one_process_group_on_the_devices_tensor(one_pro
 def test_the_step_recorder_reduces_on_the_trainers_device():
     import inspect
 
-    from hardex import training
+    from hardex import checkpoints
 
-    assert "summed_over_processes(counts(), getattr(args, \"device\", None))" in inspect.getsource(training._step_recorder)
+    assert "summed_over_processes(counts(), getattr(args, \"device\", None))" in inspect.getsource(checkpoints.step_recorder)
 
 
 @GPU
 def test_the_reduction_runs_over_nccl_on_a_gpu(one_process_group):
     import torch
 
-    from hardex.training import summed_over_processes
+    from hardex.checkpoints import summed_over_processes
 
     one_process_group("nccl")
     torch.cuda.set_device(0)

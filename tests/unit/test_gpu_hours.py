@@ -10,9 +10,10 @@ import polars as pl
 import pytest
 
 from hardex import layout
-from hardex.config import ConfigError, check_config, decodings
+from hardex.config import ConfigError, check_config
 from hardex.job_time import (GPU_RATES, gpu_hours, gpu_hours_lines, gpu_rates, measured_train, sampling_seconds,
                              train_seconds)
+from hardex.settings import decodings
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import yaml
 
 from hardex.config import check_config
 from hardex.job_time import RUNTIME_SAFETY, runtime_minutes, train_seconds
-from hardex.memory_plan import check_plan, plan, usable_gib
+from hardex.memory_estimate import usable_gib
+from hardex.memory_plan import check_plan, plan
 from tests.support import ROOT, snakemake, stub_hub_cache, write_config
 
 PRESETS = ["hard_examples_paper", "hard_examples_code"]

@@ -10,11 +10,12 @@ import json
 import polars as pl
 import pytest
 
-from hardex.config import ConfigError, check_config, sampling_notices
+from hardex.config import ConfigError, check_config
 from hardex.imported_probe import ImportedRatesError, check_ids, imported_provenance, probe_table, read_rates
 from hardex.learnability import UnlearnableSubsetError, check_learnable, with_probe_posterior
 from hardex.posterior import with_posterior
 from hardex.selection import select
+from hardex.settings import sampling_notices
 from hardex.tasks import get_task
 from tests.support import ROOT
 

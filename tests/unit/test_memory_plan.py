@@ -1,4 +1,5 @@
-"""hardex.memory_plan: the planning-time GPU memory estimate of each job and the refusal of a plan that cannot fit.
+"""The memory plan: the planning-time GPU memory estimate of each job (hardex.memory_estimate), the refusal of a plan
+that cannot fit (hardex.memory_plan) and what it says to change (hardex.memory_advice).
 
 Configs are checked as the Snakefile checks them (hardex.config.check_config). Hub models are made plannable
 offline with a stub hub cache holding only their config.json (tests.support.stub_hub_cache) and
@@ -16,20 +17,11 @@ import re
 import pytest
 import yaml
 
+from hardex.architectures import count_parameters
 from hardex.config import check_config
-from hardex.memory_plan import (
-    GIB,
-    ROLLOUT_TOKEN_BUDGET,
-    USABLE_SHARE,
-    PlanError,
-    check_plan,
-    count_parameters,
-    estimate_generation,
-    estimate_train,
-    format_plan,
-    plan,
-    usable_gib,
-)
+from hardex.memory_estimate import GIB, USABLE_SHARE, estimate_generation, estimate_train, usable_gib
+from hardex.memory_plan import PlanError, check_plan, format_plan, plan
+from hardex.model_shape import ROLLOUT_TOKEN_BUDGET
 from tests.support import BUILT_CONFIG, ROOT, stub_hub_cache
 
 QWEN3_14B = {"model_type": "qwen3", "hidden_size": 5120, "intermediate_size": 17408, "num_hidden_layers": 40,
@@ -269,9 +261,9 @@ def test_an_unknown_architecture_falls_back_to_size_b(checked):
 
 
 def test_the_rollout_budget_is_the_trainers():
-    from hardex.training import hardex_rollouts
+    from hardex.training import rollout_generator
 
-    assert inspect.signature(hardex_rollouts).parameters["token_budget"].default == ROLLOUT_TOKEN_BUDGET
+    assert inspect.signature(rollout_generator).parameters["token_budget"].default == ROLLOUT_TOKEN_BUDGET
 
 
 def test_kv_cache_is_two_by_layers_by_kv_heads_by_head_dim_per_token():
@@ -338,10 +330,10 @@ def test_fsdp_upcasts_the_trainable_weights_to_float32_and_zero1_shards_only_the
 def test_a_job_is_checked_against_the_cards_usable_memory_not_its_nominal_size():
     # an "80 GB" H100 reports 81559 MiB: 79.6 GiB, less than the 80 compute.gpu_memory_gb names
     assert usable_gib(80) == pytest.approx(81559 / 1024, abs=0.05)
-    from hardex.memory_plan import Estimate, _fits
+    from hardex.memory_estimate import Estimate
 
-    assert not _fits(Estimate({"weights": 79.8}), 80)  # phi-4's evaluate job as planned before
-    assert _fits(Estimate({"weights": 79.5}), 80)
+    assert not Estimate({"weights": 79.8}).fits(80)  # phi-4's evaluate job as planned before
+    assert Estimate({"weights": 79.5}).fits(80)
 
 
 def test_4bit_base_weights_take_about_a_quarter_of_bfloat16():
@@ -401,7 +393,7 @@ def test_a_full_fine_tune_on_a_gpu_is_planned_in_float32_and_lora_over_bfloat16(
 def test_the_plans_train_dtype_is_the_one_training_loads(checked, finetune, precision):
     import torch
 
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
     from hardex.training import policy_dtype
 
     model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
@@ -415,7 +407,8 @@ def test_4bit_adapters_are_planned_in_float32():
     # hardex keeps a QLoRA model's adapters float32 (TRL 1.16 would cast them to bfloat16): 16 bytes each
     e = estimate_train(QWEN3_14B, dtype="bfloat16", finetune="lora", lora=LORA, grpo=grpo(quantization="4bit"),
                        prompt_tokens=512, device_gb=80)
-    from hardex.memory_plan import Shape, adapter_parameters
+    from hardex.memory_estimate import adapter_parameters
+    from hardex.model_shape import Shape
 
     assert e.parts["adapters (fp32 + grads + AdamW)"] == pytest.approx(
         16 * adapter_parameters(Shape.of(QWEN3_14B), LORA) / GIB)

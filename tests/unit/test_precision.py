@@ -118,6 +118,7 @@ def test_a_run_in_several_processes_launches_them_in_the_precision_its_log_names
     import torch
 
     from hardex import launch
+    from hardex.controls import RewardSpec
     from hardex.training import TrainingError, train_grpo
 
     card(AMPERE)
@@ -133,8 +134,8 @@ def test_a_run_in_several_processes_launches_them_in_the_precision_its_log_names
     g = {**grpo, "processes": 2, "precision": "fp32", "rollouts": "trl"}
     rows = [{"prompt": f"q{i}", "answer": "(A)"} for i in range(4)]
     with pytest.raises(TrainingError, match="stopped at step 0"):  # nothing trained: the launch was faked
-        train_grpo(str(tiny_model), rows, lambda c, a, p: 1.0, g, 0, tmp_path / "run", tmp_path / "final",
-                   tmp_path / "steps.parquet", log=lines.append, reward={"family": "swaps"})
+        train_grpo(str(tiny_model), rows, RewardSpec("swaps", "lenient", 1.0), g, 0, tmp_path / "run",
+                   tmp_path / "final", tmp_path / "steps.parquet", log=lines.append)
     assert "precision fp32 (grpo.precision)" in lines
     cmd = launched["cmd"]
     assert cmd[cmd.index("--mixed_precision") + 1] == "no"
@@ -234,7 +235,8 @@ def test_adamw_moves_every_weight_of_a_full_fine_tune_at_the_presets_learning_ra
 
 WORKER = """
 import json, sys, torch, torch.distributed as dist
-from hardex.training import summed_over_processes, trl_rollout_counts
+from hardex.checkpoints import summed_over_processes
+from hardex.training import trl_rollout_counts
 rank, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 counts = trl_rollout_counts({"prompts_per_step": 4, "num_generations": 6})()

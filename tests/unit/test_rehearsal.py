@@ -7,9 +7,10 @@ import json
 import pytest
 import yaml
 
-from hardex.config import ConfigError, check_config, grpo_settings
+from hardex.config import ConfigError, check_config
 from hardex.rehearsal import POOL_ROWS, RehearsalError, rehearsal_config
 from hardex.rehearsal.scoring import seeded_pass_rate
+from hardex.settings import grpo_settings
 from hardex.tasks import get_task
 from tests.support import BUILT_CONFIG, ROOT
 
@@ -86,7 +87,7 @@ def test_a_quick_rehearsal_runs_each_model_class_on_one_task_and_each_task_once(
 
 
 def test_a_quick_rehearsal_keeps_only_the_controls_of_its_strategy(tmp_path):
-    from hardex.config import run_strategies
+    from hardex.settings import run_strategies
 
     source = yaml.safe_load((ROOT / "experiments" / "cpu_online.yaml").read_text())
     first, second = source["selection"]["strategies"][:2]

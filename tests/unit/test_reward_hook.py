@@ -15,11 +15,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from hardex.config import ConfigError, check_config, probe_settings, run_grpo_settings
-from hardex.controls import RandomReward, run_reward
+from hardex.config import ConfigError, check_config
+from hardex.controls import RandomReward, RewardSpec, run_reward
 from hardex.reward_hook import HookError, check_hook, hook_reward, hook_settings, load_hook, resolved
+from hardex.settings import probe_settings, run_grpo_settings
 from hardex.tasks import get_task
-from hardex.training import task_reward, train_grpo
+from hardex.training import train_grpo
+from tests.unit.test_training import swaps_rows, tiny_grpo
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -190,13 +192,13 @@ def test_a_rehearsals_scorer_asks_with_the_tasks_prompt():
 def test_the_controls_wrap_the_hook_in_place_of_the_scorer(tmp_path):
     write(tmp_path / "r.py", HOOK)
     spec, task = f"{tmp_path}/r.py:reward", get_task("swaps")
-    assert run_reward(None, task, 1.0, task_reward, 0, spec)("Bob", "(A)", "p") == 1.0  # the scorer would say 0
-    assert run_reward("shuffled", task, 1.0, task_reward, 0, spec)("Alice", "(A)", "p") == 0.25
-    random = run_reward("random_reward", task, 1.0, task_reward, 0, spec)
+    assert run_reward(None, task, 1.0, 0, spec)("Bob", "(A)", "p") == 1.0  # the scorer would say 0
+    assert run_reward("shuffled", task, 1.0, 0, spec)("Alice", "(A)", "p") == 0.25
+    random = run_reward("random_reward", task, 1.0, 0, spec)
     assert isinstance(random, RandomReward) and random("Bob", "(A)", "p") == 1.0  # its rate is the hook's
     assert random.batch(["Bob"] * 8, ["(A)"] * 8, ["p"] * 8) == [1.0] * 8  # the hook pays all: rate 1
     # the format control grades the answer's form with the task's extraction, hook or not
-    form = run_reward("format", task, 1.0, task_reward, 0, spec)
+    form = run_reward("format", task, 1.0, 0, spec)
     assert form("Bob", "(A)", "p") == 0.0 and form("so \\boxed{(A)}", "(A)", "p") == 1.0
 
 
@@ -221,21 +223,19 @@ def recording_hook(tmp_path: Path) -> tuple[str, Path]:
 
 @pytest.fixture
 def grpo(smoke_config) -> dict:
-    g = check_config(copy.deepcopy(smoke_config))["grpo"]
-    g.update(max_steps=2, save_steps=2, num_generations=4, prompts_per_step=2, max_completion_length=12)
-    return g
+    return tiny_grpo(smoke_config, max_steps=2)
 
 
 def rows(n=4):
-    return [{"prompt": f"Alice:red Bob:blue. Swaps: none. Bob has? {i}\n", "answer": "(B)"} for i in range(n)]
+    return swaps_rows(n)
 
 
 def test_the_hooks_reward_reaches_the_trainer(tmp_path, tiny_model, grpo):
     spec, calls = recording_hook(tmp_path)
     hook = resolved(spec, root=tmp_path)
-    reward = run_reward(None, get_task("swaps"), 2.0, task_reward, 0, hook)
     run_dir = tmp_path / "run"
-    train_grpo(str(tiny_model), rows(), reward, grpo, 0, run_dir, run_dir / "final", run_dir / "steps.parquet",
+    # the reward as the train job passes it: as data, built into its function by train_grpo
+    train_grpo(str(tiny_model), rows(), RewardSpec("swaps", "lenient", 2.0, hook=hook), grpo, 0, run_dir, run_dir / "final", run_dir / "steps.parquet",
                log=lambda *a: None)
     steps = pl.read_parquet(run_dir / "steps.parquet")
     seen = [json.loads(line) for line in calls.read_text().splitlines()]

@@ -13,15 +13,25 @@ from hardex.metrics import learnable_pct, pass_at_k
 from hardex.training import TrainingError, check_lora_targets, train_grpo
 
 
-@pytest.fixture
-def grpo(smoke_config) -> dict:
+def tiny_grpo(smoke_config: dict, max_steps: int) -> dict:
+    """The smoke config's grpo settings at a few steps of two prompts x four 12-token completions."""
     g = check_config(copy.deepcopy(smoke_config))["grpo"]
-    g.update(max_steps=4, save_steps=2, num_generations=4, prompts_per_step=2, max_completion_length=12)
+    g.update(max_steps=max_steps, save_steps=2, num_generations=4, prompts_per_step=2, max_completion_length=12)
     return g
 
 
-def rows(n=6):
+def swaps_rows(n: int) -> list[dict]:
+    """n training rows of the swaps family's form (each its own prompt), all answered (B)."""
     return [{"prompt": f"Alice:red Bob:blue. Swaps: none. Bob has? {i}\n", "answer": "(B)"} for i in range(n)]
+
+
+@pytest.fixture
+def grpo(smoke_config) -> dict:
+    return tiny_grpo(smoke_config, max_steps=4)
+
+
+def rows(n=6):
+    return swaps_rows(n)
 
 
 def run(tmp_path, tiny_model, g, reward, name="run", n_rows=6, identity=None, log=lambda *a: None):
@@ -112,9 +122,9 @@ def test_a_diverging_run_stops_loudly(tmp_path, tiny_model, grpo):
 def test_a_nan_loss_is_refused_by_the_step_recorder(tmp_path):
     from types import SimpleNamespace
 
-    from hardex.training import _step_recorder
+    from hardex.checkpoints import step_recorder
 
-    recorder = _step_recorder(tmp_path / "steps.jsonl", dict)
+    recorder = step_recorder(tmp_path / "steps.jsonl", dict)
     state = SimpleNamespace(global_step=7, is_world_process_zero=True)
     recorder.on_log(None, state, None, logs={"reward": 0.5, "loss": 0.1})
     with pytest.raises(FloatingPointError, match="loss is nan at step 7"):
@@ -168,7 +178,7 @@ def test_the_presets_lora_targets_fit_phi4(tmp_path):
     import yaml
     from transformers import Phi3Config, Phi3ForCausalLM
 
-    from hardex.config import grpo_settings
+    from hardex.settings import grpo_settings
     from tests.support import ROOT
 
     phi3 = Phi3ForCausalLM(Phi3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -252,7 +262,7 @@ def test_policy_weights_of_a_lora_model_are_its_merged_weights(tiny_model):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from hardex.training import policy_weights
+    from hardex.rollouts import policy_weights
 
     original = dict(AutoModelForCausalLM.from_pretrained(tiny_model).named_parameters())
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model),
@@ -280,7 +290,7 @@ def test_adapters_merged_computes_the_adapted_model_and_puts_the_base_weights_ba
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from hardex.training import adapters_merged
+    from hardex.rollouts import adapters_merged
 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model, dtype=getattr(torch, dtype)),
                            LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"]))

