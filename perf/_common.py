@@ -63,9 +63,9 @@ def config_pool(configfile: str | Path, model_path: str, n: int | None = None):
     import yaml
 
     from hardex.config import check_config
+    from hardex.job import renderer
     from hardex.settings import split_spec
     from hardex.tasks import get_task
-    from hardex.workflow import renderer
 
     cfg = yaml.safe_load(Path(configfile).read_text())
     first = next(iter(cfg["models"].values()))

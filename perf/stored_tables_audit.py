@@ -29,8 +29,8 @@ import numpy as np
 from scipy import integrate, optimize, special, stats
 
 from hardex.report.statistics import holm, paired_t_power, seeds_needed as library_seeds_needed
+from hardex.selection import RunName
 
-CONTROLS = ("_format", "_shuffled", "_random_reward")  # hardex.selection.CONTROLS as run-name suffixes
 ALPHA, POWER, MAX_SEEDS = 0.05, 0.8, 1000
 
 
@@ -50,7 +50,7 @@ def num(cell: str) -> float:
 
 
 def is_control(run: str) -> bool:
-    return run.endswith(CONTROLS)
+    return RunName.parse(run).control is not None
 
 
 def fmt(x: float, digits: int = 1) -> str:
@@ -77,7 +77,7 @@ def controls(folder: Path) -> None:
         print("### controls: did they train? (learnable.md, accuracy_gain.md)\n")
         rows = []
         for c in ctrl:
-            s = next(s for s in gain if c.startswith(s + "_") and not is_control(s))
+            s = RunName.parse(c).strategy
             rows.append([s, c, gain[s]["n_seeds"], fmt(learn.get(s, math.nan)), fmt(learn.get(c, math.nan)),
                          fmt(num(gain[s]["gain"]), 2), fmt(num(gain[c]["gain"]), 2),
                          f"{fmt(num(gain[s].get('beyond_format', '–')), 2)} {gain[s].get('beyond_format CI', '')}"])

@@ -2,6 +2,7 @@
 # every value that changes a result reaches its rule through params (Snakemake tracks only those).
 import itertools
 import json
+import os
 import sys
 import time
 from types import SimpleNamespace
@@ -37,11 +38,15 @@ from hardex.gpu_packages import check_packages_or_exit, conda_env
 from hardex.model_sources import gguf_file
 from hardex.fetch import offline_jobs
 from hardex.report import plan as report_plan
-from hardex.selection import offline_strategy, run_strategy_parts
+from hardex.selection import RunName
 from hardex.report.tables import TABLES
 from hardex.report.headline import fresh_headline
 from hardex.report.looks import deciding_comparisons
 from hardex.selection import tier_values
+from hardex.reward_hook import WORKFLOW_DIR_VARIABLE
+
+# a reward hook's relative file is read from the workflow's directory, at planning and in every job (inherited)
+os.environ[WORKFLOW_DIR_VARIABLE] = workflow.basedir
 
 config = check_or_exit(
     config,
@@ -119,8 +124,8 @@ def data_file(ref):
 
 
 def run_subset(wildcards):
-    """The subset a run trains on: its strategy's (a <strategy>_online run: <strategy>'s)."""
-    strategy = offline_strategy(wildcards.strategy)[0]
+    """The subset a run trains on: its strategy's, an online or a control run's too (RunName.strategy)."""
+    strategy = RunName.parse(wildcards.strategy).strategy
     return layout.fill(layout.SUBSET, **dict(wildcards.items(), strategy=strategy))
 
 
@@ -128,9 +133,9 @@ def allows_unlearnable(wildcards):
     """Whether a run may train on a subset without a learnable example: it is listed in
     selection.allow_unlearnable, or it is a control of a strategy listed there (the same subset).
     """
-    subset, _, control = run_strategy_parts(wildcards.strategy)
+    run = RunName.parse(wildcards.strategy)
     return wildcards.strategy in ALLOW_UNLEARNABLE or (
-        control is not None and subset in ALLOW_UNLEARNABLE
+        run.control is not None and run.strategy in ALLOW_UNLEARNABLE
     )
 
 
@@ -486,7 +491,7 @@ if DESIGN:
                     layout.SUBSET,
                     model=m,
                     task=t,
-                    strategy=offline_strategy(s)[0],
+                    strategy=RunName.parse(s).strategy,
                     seed=seed,
                 )
                 for m, t, s, seed in design_runs()
@@ -506,7 +511,7 @@ BENCHMARKS = report_plan.benchmarks(config)
 PASS_K = report_plan.pass_k(config)
 RESCORING = report_plan.rescoring(config)
 STATS = report_plan.stats(config)
-GENERATIONS = report_plan.generations(config)
+GROUP_SIZES = report_plan.group_sizes(config)
 BANNER = report_plan.banner(config)
 STYLE = report_plan.figure_style(config)
 

@@ -40,7 +40,7 @@ rule report_tables:
         equivalence_margin=REPORT["equivalence_margin"],
         power=REPORT["power"],
         decimals=REPORT["tables"]["decimals"],
-        generations=GENERATIONS,
+        generations=GROUP_SIZES,
         reference=REPORT["reference"],
         names=REPORT["reference_names"],
         provenance=PROVENANCE,
@@ -163,7 +163,7 @@ rule report_figure_pool:
         "../envs/analysis.yaml"
     params:
         style=STYLE,
-        generations=GENERATIONS,
+        generations=GROUP_SIZES,
         provenance=PROVENANCE,
     script:
         "../scripts/report_figures.py"

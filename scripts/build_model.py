@@ -9,9 +9,9 @@ import polars as pl
 
 from hardex.devices import pick_device
 from hardex.io import read_parquet
+from hardex.job import job_log, set_threads
 from hardex.models import build_model, warmstart_rows
 from hardex.tasks import get_task
-from hardex.workflow import job_log, set_threads
 
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)

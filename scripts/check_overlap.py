@@ -6,9 +6,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import read_parquet, write_json_atomic
+from hardex.job import job_log
 from hardex.overlap import check_task
 from hardex.tasks import get_task
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     p = snakemake.params

@@ -8,9 +8,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.fetch import dataset_item, hub_errors
 from hardex.io import write_parquet_atomic
+from hardex.job import job_log
 from hardex.tasks import get_task
 from hardex.tasks.rows import keep_listed
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     src = snakemake.params.source

@@ -9,9 +9,9 @@ import polars as pl
 
 from hardex.evaluation import evaluate_examples, evaluation_seed, greedy_outcomes, run_checkpoints
 from hardex.io import read_parquet, write_parquet_atomic
+from hardex.job import job_log, job_model, make_generator, renderer, set_threads
 from hardex.metrics import summarize
 from hardex.tasks import get_task
-from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads
 
 
 def main():

@@ -7,11 +7,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.adaptive import probe_pool_adaptive
 from hardex.io import read_parquet, write_parquet_atomic
+from hardex.job import job_log, job_model, make_generator, renderer, set_threads, work_identity
 from hardex.learnability import probe_report
 from hardex.posterior import with_posterior
 from hardex.probing import PROVENANCE_KEY, histogram, probe_pool, probe_provenance
 from hardex.tasks import get_task
-from hardex.workflow import job_log, job_model, make_generator, renderer, set_threads, work_identity
 
 
 def main():

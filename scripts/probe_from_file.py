@@ -9,9 +9,9 @@ import polars as pl
 
 from hardex.imported_probe import imported_provenance, probe_table, read_rates
 from hardex.io import read_parquet, write_parquet_atomic
+from hardex.job import job_log
 from hardex.posterior import with_posterior
 from hardex.probing import PROVENANCE_KEY, SAMPLES_SCHEMA, histogram
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     key, rates_file = snakemake.params.key, snakemake.input.rates

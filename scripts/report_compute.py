@@ -5,9 +5,9 @@ from pathlib import Path
 # the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from hardex.job import job_log
 from hardex.report import timings
 from hardex.report.render import write_table
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     i = snakemake.input

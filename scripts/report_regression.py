@@ -8,10 +8,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import json
 
 from hardex.io import write_json_atomic
+from hardex.job import job_log
 from hardex.report.reference import load_reference
 from hardex.report.loading import load_results
 from hardex.report.tables import regression_report, run_summary
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input

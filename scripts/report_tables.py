@@ -5,12 +5,12 @@ from pathlib import Path
 # the library, also inside --sdm conda envs (from __file__: a process vLLM spawns has no `snakemake`)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from hardex.job import job_log
 from hardex.report.reference import load_reference
 from hardex.report.render import write_table
 from hardex.report.loading import load_overlaps, load_pool, load_results
 from hardex.report.rescoring import RESCORED_NOTE, rescored_table
 from hardex.report.tables import TABLES, build_tables
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input

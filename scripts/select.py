@@ -6,10 +6,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import read_parquet, read_parquet_metadata, write_parquet_atomic
+from hardex.job import job_log
 from hardex.learnability import mixed, tie_line, with_probe_posterior
 from hardex.probing import PROVENANCE_KEY
 from hardex.selection import select
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     probe = read_parquet(snakemake.input.probe)

@@ -7,11 +7,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.io import write_json_atomic
+from hardex.job import job_log
 from hardex.report.loading import load_results
 from hardex.report.looks import look
 from hardex.report.tables import run_summary
 from hardex.sequential import Design
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input

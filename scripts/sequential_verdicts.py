@@ -7,10 +7,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import json
 
+from hardex.job import job_log
 from hardex.report.looks import verdict_note, verdict_table
 from hardex.report.render import write_table
 from hardex.sequential import Design
-from hardex.workflow import job_log
 
 with job_log(snakemake) as log:
     record = json.loads(Path(snakemake.input.look).read_text())

@@ -2,7 +2,7 @@
 another checkout, where Snakemake treats them as done (docs/archive.md).
 
     hardex-archive pack study.tar.gz [--directory WORKDIR] [--configfile CONFIG] [--adapters]
-    hardex-archive unpack study.tar.gz [--directory WORKDIR] [--configfile CONFIG] [--cores N]
+    hardex-archive unpack study.tar.gz [--directory WORKDIR] [--configfile CONFIG] [--cores N] [--snakefile FILE]
     hardex-archive show study.tar.gz
 
 An archive holds the results layout's small files (data splits, overlap checks, probe tables and samples,
@@ -11,7 +11,8 @@ params, input and code triggers still rerun what a later edit touches, and `mani
 date, the checked config, each file's sha256 and size, the runs and whether each is complete). The models
 are left out (the workflow makes them again) and so is the resumable training state; a run's final/ folder
 is a placeholder (`evaluation.NO_ADAPTERS`) unless packed with --adapters, which also packs the weights of
-each checkpoint that evaluation reads.
+each checkpoint that evaluation reads. Unpacking runs the workflow of the working directory's Snakefile (run
+it in the checkout) or of the one --snakefile names; the code version is that checkout's.
 """
 
 from __future__ import annotations
@@ -25,19 +26,19 @@ import subprocess
 import sys
 import tarfile
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from hardex import layout
+from hardex.checkout import MissingWorkflowFile, workflow_file
 from hardex.config import ConfigError, check_config
 from hardex.evaluation import NO_ADAPTERS
 from hardex.io import atomic_path
 from hardex.settings import run_strategies, seed_list
 
-ROOT = Path(__file__).resolve().parents[2]
-SNAKEFILE = ROOT / "Snakefile"
 MANIFEST = "manifest.json"
 METADATA = ".snakemake/metadata"  # Snakemake's file persistence: one record per output (`snakemake_records`)
 
@@ -67,18 +68,17 @@ class ArchiveError(Exception):
 # ---- what a study is made of ---------------------------------------------------------------------------
 
 
-def code_version() -> str:
-    """`git describe --always --dirty` of the checkout hardex runs from, else the installed package's version."""
-    if (ROOT / ".git").exists():
+def code_version(checkout: Path = Path(".")) -> str:
+    """`git describe --always --dirty` of the workflow's checkout (by default the working directory, where the
+    command runs), else the installed package's version."""
+    if (checkout / ".git").exists():
         try:
-            out = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+            out = subprocess.run(["git", "-C", str(checkout), "describe", "--always", "--dirty"],
                                  capture_output=True, text=True, timeout=30)
             if out.returncode == 0 and out.stdout.strip():
                 return out.stdout.strip()
         except (OSError, subprocess.SubprocessError):
             pass
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("hardex")
     except PackageNotFoundError:
@@ -334,8 +334,8 @@ def _keeps_weights(workdir: Path, member: tarfile.TarInfo) -> bool:
             and any(p.name not in (NO_ADAPTERS, ".snakemake_timestamp") for p in folder.iterdir()))
 
 
-def _snakemake(workdir: Path, configfile: Path, *args: str) -> None:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
+def _snakemake(snakefile: Path, workdir: Path, configfile: Path, *args: str) -> None:
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(workdir),
            "--configfile", str(configfile), *args]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
@@ -343,8 +343,10 @@ def _snakemake(workdir: Path, configfile: Path, *args: str) -> None:
         raise ArchiveError(f"snakemake {' '.join(args[:3])} ... failed (exit {res.returncode}):\n{tail}")
 
 
-def unpack(archive: Path, workdir: Path, configfile: Path, cores: str = "all", log=print) -> dict[str, Any]:
-    """Unpack `archive` into `workdir`, where Snakemake then treats its outputs as done under `configfile`.
+def unpack(archive: Path, workdir: Path, configfile: Path, cores: str = "all", log=print,
+           snakefile: Path | None = None) -> dict[str, Any]:
+    """Unpack `archive` into `workdir`, where Snakemake then treats its outputs as done under `configfile` and
+    `snakefile` (by default the working directory's; MissingWorkflowFile where there is none).
 
     Refused, with nothing written, when the config differs in a setting the results depend on, or a data
     split there differs. Otherwise: extract; make the models the workflow makes (they are not archived),
@@ -352,6 +354,7 @@ def unpack(archive: Path, workdir: Path, configfile: Path, cores: str = "all", l
     archived data; then `snakemake --touch` over the archived outputs, which touches them job by job in
     the graph's order, after the models; finally the archived metadata records again over the ones the
     touch wrote, so params, input and code triggers compare with what the results were made with."""
+    snakefile = workflow_file("Snakefile", "--snakefile", snakefile)
     manifest = read_manifest(archive)
     cfg = load_config(configfile)
     lines = refusals(manifest, cfg, workdir)
@@ -359,7 +362,7 @@ def unpack(archive: Path, workdir: Path, configfile: Path, cores: str = "all", l
         raise ArchiveError("\n".join(f"refused: {line}" for line in lines))
     with tarfile.open(archive, "r:gz") as tar:
         members = _checked_members(tar, manifest)
-    if manifest["code_version"] != (here := code_version()):
+    if manifest["code_version"] != (here := code_version(snakefile.parent)):
         log(f"hardex-archive: notice: packed by hardex {manifest['code_version']}, unpacked by {here}")
     workdir.mkdir(parents=True, exist_ok=True)
     names = {m.name for m in members if not _keeps_weights(workdir, m)}
@@ -371,10 +374,10 @@ def unpack(archive: Path, workdir: Path, configfile: Path, cores: str = "all", l
     if made:
         data = [o for o in outputs if _kind(o) and _kind(o)[0] == layout.DATA]
         if data:
-            _snakemake(workdir, configfile, "--touch", "--cores", str(cores), *data)
+            _snakemake(snakefile, workdir, configfile, "--touch", "--cores", str(cores), *data)
         log(f"hardex-archive: making {', '.join(made)} (models are not archived)")
-        _snakemake(workdir, configfile, "--cores", str(cores), *made)
-    _snakemake(workdir, configfile, "--touch", "--cores", str(cores), *outputs)
+        _snakemake(snakefile, workdir, configfile, "--cores", str(cores), *made)
+    _snakemake(snakefile, workdir, configfile, "--touch", "--cores", str(cores), *outputs)
     with tarfile.open(archive, "r:gz") as tar:  # the records as the results were made
         tar.extractall(workdir, members=[m for m in tar if m.name.startswith(METADATA + "/")], filter="data")
     runs = manifest["runs"]
@@ -402,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.choices["pack"].add_argument("--adapters", action="store_true",
                                      help="pack each run's final/ folder and its checkpoints' weights too")
     sub.choices["unpack"].add_argument("--cores", default="all", help="cores for making the models (default: all)")
+    sub.choices["unpack"].add_argument("--snakefile", type=Path, help="the workflow's Snakefile (default: ./Snakefile)")
     args = parser.parse_args(argv)
     log = lambda line: print(line, file=sys.stderr)  # noqa: E731
     try:
@@ -413,8 +417,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "pack":
             pack(args.archive.resolve(), workdir, configfile, args.adapters, log)
         else:
-            unpack(args.archive.resolve(), workdir, configfile, args.cores, log)
-    except ArchiveError as e:
+            unpack(args.archive.resolve(), workdir, configfile, args.cores, log, args.snakefile)
+    except (ArchiveError, MissingWorkflowFile) as e:
         for line in str(e).splitlines():
             log(f"hardex-archive: {line}")
         return 1

@@ -132,15 +132,15 @@ def checkpoint_damage(folder: Path) -> str | None:
 NOT_COMPUTED = ("report_to",)
 
 
-def resume_settings(g: dict[str, Any]) -> dict[str, Any]:
+def resume_settings(grpo: dict[str, Any]) -> dict[str, Any]:
     """The grpo settings that decide what a run's checkpoints hold: all but those that change nothing a run
     computes and, under a fixed schedule horizon (grpo.schedule_steps), those that only say where the run stops
     (max_steps, epochs: hardex.schedule): its checkpoints then serve a run to more steps, or to fewer."""
-    left_out = NOT_COMPUTED + (RUN_END if g.get("schedule_steps") else ())
-    return {k: v for k, v in g.items() if k not in left_out}
+    left_out = NOT_COMPUTED + (RUN_END if grpo.get("schedule_steps") else ())
+    return {k: v for k, v in grpo.items() if k not in left_out}
 
 
-def resume_point(ckpt_dir: Path, model_path: str, data: list[tuple[str, str]], g: dict[str, Any], seed: int,
+def resume_point(ckpt_dir: Path, model_path: str, data: list[tuple[str, str]], grpo: dict[str, Any], seed: int,
                  identity: dict[str, Any] | None, steps_total: int, log=print) -> tuple[int | None, int]:
     """Make `ckpt_dir` this run's and say where it resumes: the step of the checkpoint to resume from (None: the
     base model) and the rows its step record keeps.
@@ -150,14 +150,14 @@ def resume_point(ckpt_dir: Path, model_path: str, data: list[tuple[str, str]], g
     to fewer steps under a fixed horizon), a damaged last one (the one before is resumed) and all of them where the
     step record does not match the checkpoint resumed from. The record keeps the rows up to that checkpoint."""
     record = ckpt_dir / STEP_RECORD
-    tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": resume_settings(g), "seed": seed,
+    tag = settings_hash({"identity": identity or {"model": model_path}, "grpo": resume_settings(grpo), "seed": seed,
                          "data": data})
     marker = ckpt_dir / "settings.json"
-    if ckpt_dir.exists() and (other := _other_run(marker, tag, g, seed, identity, settings_hash(data))):
+    if ckpt_dir.exists() and (other := _other_run(marker, tag, grpo, seed, identity, settings_hash(data))):
         log(f"{ckpt_dir}: checkpoints of {other}; starting afresh")
         shutil.rmtree(ckpt_dir)
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic({"hash": tag, "grpo": g, "seed": seed, "identity": identity, "data": settings_hash(data)},
+    write_json_atomic({"hash": tag, "grpo": grpo, "seed": seed, "identity": identity, "data": settings_hash(data)},
                       marker)
 
     done = checkpoint_steps(ckpt_dir)
@@ -182,7 +182,7 @@ def resume_point(ckpt_dir: Path, model_path: str, data: list[tuple[str, str]], g
     return (done[-1] if done else None), len(kept)
 
 
-def _other_run(marker: Path, tag: str, g: dict[str, Any], seed: int, identity: dict | None, data: str) -> str | None:
+def _other_run(marker: Path, tag: str, grpo: dict[str, Any], seed: int, identity: dict | None, data: str) -> str | None:
     """What made the checkpoints beside `marker` that differs from this run (for the line of a run that starts
     afresh), or None when they are this run's."""
     if not marker.exists():
@@ -194,7 +194,7 @@ def _other_run(marker: Path, tag: str, g: dict[str, Any], seed: int, identity: d
         return "another model, scorer, reward or seed"
     if old.get("data", data) != data:
         return "other prompts or answers"
-    before, now = resume_settings(old.get("grpo", {})), json.loads(json.dumps(resume_settings(g), default=str))
+    before, now = resume_settings(old.get("grpo", {})), json.loads(json.dumps(resume_settings(grpo), default=str))
     changed = sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
     if not changed:
         return "another model or data"

@@ -13,8 +13,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hardex.architectures import known
+from hardex.imported_probe import GREEDY_COLUMN, ImportedRatesError, check_ids, read_rates
+from hardex.model_sources import check_model_source
+from hardex.models import ModelError
+from hardex.reward_hook import HookError, check_hook
+from hardex.schedule import completions_per_step, past_horizon, run_steps
+from hardex.selection import (BASE_SPLIT_STRATEGIES, BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, CONTROLS, STRATEGIES,
+                              RunName, SelectionError, check_band, subset_size, tier_values)
+from hardex.sequential import BASE_RUN
 from hardex.settings import (SCHEMA, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
                              known_split_size, model_tasks, peek_local_file, run_strategies, seed_design, split_spec)
+from hardex.tasks import STRICT_FAMILIES, DataError, get_task, template_error
+from hardex.tasks.rows import check_fields, keep_listed, listed
 
 
 class ConfigError(ValueError):
@@ -102,9 +113,6 @@ def _schema_errors(config: dict, schema_path: Path) -> list:
 
 def _check_split(key: str, family: str, split: str, spec: dict) -> None:
     """One dataset split: what it needs, its windows and slices, and what a generator can make."""
-    from hardex.tasks import DataError, get_task
-    from hardex.tasks.rows import listed
-
     for name, kind in (("rows", int), ("ids", str)):
         try:  # a list from a file becomes the list itself: params carry it, so editing the file reruns
             spec[name] = listed(spec.get(name), kind, f"{key}.{name}")
@@ -136,8 +144,6 @@ def _check_split(key: str, family: str, split: str, spec: dict) -> None:
 
 def _cross_checks(cfg: dict) -> None:
     """What a schema cannot say: references between sections, arithmetic between keys."""
-    from hardex.schedule import past_horizon
-
     datasets = cfg["datasets"]
 
     def split_exists(ref: str, key: str) -> None:
@@ -170,10 +176,6 @@ def _cross_checks(cfg: dict) -> None:
         for task in m.get("tasks") or []:
             if task not in cfg["tasks"]:
                 raise ConfigError(f"models.{name}.tasks: {task!r} is no task of this config ({', '.join(cfg['tasks'])})")
-    from hardex.architectures import known
-    from hardex.model_sources import check_model_source
-    from hardex.models import ModelError
-
     for name, m in cfg["models"].items():
         if (m.get("architecture") or m["path"] == "standin") and m.get("architecture") not in known():
             raise ConfigError(f"models.{name}.architecture: {m.get('architecture')!r} is not a kept architecture "
@@ -187,31 +189,30 @@ def _cross_checks(cfg: dict) -> None:
                 raise ConfigError(f"models.{name}.build.sft_from: required when path is 'build'")
             for i, ref in enumerate(m["build"]["sft_from"]):
                 split_exists(ref, f"models.{name}.build.sft_from[{i}]")
-        g = grpo_settings(cfg, name)
-        completions = g["num_generations"] * g["prompts_per_step"]
+        grpo = grpo_settings(cfg, name)
+        completions = completions_per_step(grpo)
         where = f"models.{name}.grpo" if m.get("grpo") else "grpo"
-        if completions % g["gradient_accumulation_steps"]:
+        if completions % grpo["gradient_accumulation_steps"]:
             raise ConfigError(
-                f"{where}.gradient_accumulation_steps: {g['gradient_accumulation_steps']} does not divide "
+                f"{where}.gradient_accumulation_steps: {grpo['gradient_accumulation_steps']} does not divide "
                 f"the {completions} completions of a step (prompts_per_step x num_generations)"
             )
-        if g["rollouts"] == "vllm" and g["vllm"].get("tensor_parallel_size", 1) > 1:
+        if grpo["rollouts"] == "vllm" and grpo["vllm"].get("tensor_parallel_size", 1) > 1:
             raise ConfigError(f"{where}.rollouts: vllm runs one engine in each training process, on its GPU; "
-                              f"generation.vllm.tensor_parallel_size {g['vllm']['tensor_parallel_size']} is for "
+                              f"generation.vllm.tensor_parallel_size {grpo['vllm']['tensor_parallel_size']} is for "
                               f"probing and evaluation: set it to 1 or train with grpo.processes instead")
-        if g["quantization"] != "none" and g["finetune"] != "lora":
-            raise ConfigError(f"{where}.quantization: {g['quantization']} base weights train only LoRA adapters; "
+        if grpo["quantization"] != "none" and grpo["finetune"] != "lora":
+            raise ConfigError(f"{where}.quantization: {grpo['quantization']} base weights train only LoRA adapters; "
                               f"set {where}.finetune: lora, or quantization: none")
-        if completions % (g["gradient_accumulation_steps"] * g["processes"]):
+        if completions % (grpo["gradient_accumulation_steps"] * grpo["processes"]):
             raise ConfigError(
-                f"{where}.processes: {g['processes']} processes x {g['gradient_accumulation_steps']} micro-batches "
-                f"(gradient_accumulation_steps) do not divide the {completions} completions of a step"
+                f"{where}.processes: {grpo['processes']} processes x {grpo['gradient_accumulation_steps']} "
+                f"micro-batches (gradient_accumulation_steps) do not divide the {completions} completions of a step"
             )
-        _check_gpu_training(where, g)
-        if not g.get("epochs") and (why := past_horizon(g, g["max_steps"])):  # epochs: where the pool's size is known
+        _check_gpu_training(where, grpo)
+        # epochs: where the pool's size is known
+        if not grpo.get("epochs") and (why := past_horizon(grpo, grpo["max_steps"])):
             raise ConfigError(f"{where}.schedule_steps: {why}")
-    from hardex.selection import SelectionError, tier_values
-
     for strategy in cfg["selection"]["strategies"]:
         for task in cfg["tasks"]:
             try:
@@ -257,8 +258,6 @@ def _check_greedy_and_base_pass_k(cfg: dict) -> None:
 
 def _check_seed_design(cfg: dict) -> None:
     """A sequential design's arithmetic, and deciding comparisons that name runs the config trains."""
-    from hardex.sequential import BASE_RUN
-
     try:
         seed_design(cfg)
     except ValueError as e:
@@ -275,39 +274,36 @@ def _check_seed_design(cfg: dict) -> None:
 SHARDED_WEIGHTS = ("zero3", "fsdp1", "fsdp2")
 
 
-def _check_gpu_training(where: str, g: dict) -> None:
+def _check_gpu_training(where: str, grpo: dict) -> None:
     """Combinations of several processes, sharding, 4-bit weights and rollouts that cannot train as asked."""
-    processes = g["processes"]
-    own_rollouts = g["rollouts"] in ("hardex", "vllm")  # hardex.rollouts.HardexRollouts
-    if processes > 1 and own_rollouts and g["prompts_per_step"] % processes:
-        raise ConfigError(f"{where}.prompts_per_step: {g['prompts_per_step']} prompts do not split into whole groups "
+    processes = grpo["processes"]
+    own_rollouts = grpo["rollouts"] in ("hardex", "vllm")  # hardex.rollouts.HardexRollouts
+    if processes > 1 and own_rollouts and grpo["prompts_per_step"] % processes:
+        raise ConfigError(f"{where}.prompts_per_step: {grpo['prompts_per_step']} prompts do not split into whole groups "
                           f"over {processes} processes (grpo.processes), which hardex's rollouts "
-                          f"(grpo.rollouts: {g['rollouts']}) need; use a multiple of {processes}")
-    if processes > 1 and own_rollouts and g["distributed"] in SHARDED_WEIGHTS:
-        raise ConfigError(f"{where}.rollouts: {g['rollouts']} samples the unwrapped model, whose weights "
-                          f"grpo.distributed: {g['distributed']} shards over the {processes} processes (the gathers "
+                          f"(grpo.rollouts: {grpo['rollouts']}) need; use a multiple of {processes}")
+    if processes > 1 and own_rollouts and grpo["distributed"] in SHARDED_WEIGHTS:
+        raise ConfigError(f"{where}.rollouts: {grpo['rollouts']} samples the unwrapped model, whose weights "
+                          f"grpo.distributed: {grpo['distributed']} shards over the {processes} processes (the gathers "
                           f"fall out of step); use rollouts: trl or vllm-server, or distributed: multi_gpu, zero1 "
                           f"or zero2")
-    if g["quantization"] != "none" and processes > 1:
-        raise ConfigError(f"{where}.quantization: {g['quantization']} loads every process's model on the first GPU; "
+    if grpo["quantization"] != "none" and processes > 1:
+        raise ConfigError(f"{where}.quantization: {grpo['quantization']} loads every process's model on the first GPU; "
                           f"train 4-bit weights in one process (processes: 1) or set quantization: none")
-    if processes > 1 and g["rollouts"] == "vllm":
+    if processes > 1 and grpo["rollouts"] == "vllm":
         # TRL's own colocate mode starts vLLM with its external_launcher, one engine per rank on its GPU;
         # hardex's in-process engine does not, so every rank's engine lands on cuda:0
         raise ConfigError(f"{where}.rollouts: vllm starts an engine in each of the {processes} training processes "
                           f"(grpo.processes) and every one lands on the first GPU; use processes: 1, or rollouts: "
                           f"vllm-server, trl or hardex")
-    if g["quantization"] != "none" and g["rollouts"] in ("vllm", "vllm-server"):
+    if grpo["quantization"] != "none" and grpo["rollouts"] in ("vllm", "vllm-server"):
         # TRL merges the adapters into the packed NF4 weights and sends uint8 tensors to a 16-bit engine
-        raise ConfigError(f"{where}.quantization: {g['quantization']} with rollouts: {g['rollouts']} would add the "
+        raise ConfigError(f"{where}.quantization: {grpo['quantization']} with rollouts: {grpo['rollouts']} would add the "
                           f"LoRA deltas to packed 4-bit weights; use rollouts: hardex or trl")
 
 
 def _check_split_fields(datasets: dict) -> None:
     """`fields` renames columns to the ones the family reads: refused where it cannot apply."""
-    from hardex.tasks import DataError, get_task
-    from hardex.tasks.rows import check_fields
-
     for ds, dcfg in datasets.items():
         for split, spec in dcfg["splits"].items():
             try:
@@ -325,8 +321,6 @@ def _check_split_fields(datasets: dict) -> None:
 
 def _check_strict_scoring(cfg: dict) -> None:
     """Strict scoring is paper 1's released scorers, which exist for a few families only."""
-    from hardex.tasks import STRICT_FAMILIES
-
     for task, tcfg in cfg["tasks"].items():
         if not tcfg.get("scoring", "").endswith("strict"):  # "rehearsal+strict" runs the strict scorer too
             continue
@@ -345,9 +339,6 @@ def _check_steps_fit_subsets(cfg: dict) -> None:
     only after building, probing and selecting. Pools whose size only the data knows (hub datasets,
     files) are checked there.
     """
-    from hardex.schedule import past_horizon, run_steps
-    from hardex.selection import SelectionError, subset_size
-
     budget = cfg["selection"]["budget"]
     for task, tcfg in cfg["tasks"].items():
         n = known_split_size(cfg, tcfg["pool"])
@@ -359,16 +350,16 @@ def _check_steps_fit_subsets(cfg: dict) -> None:
             except SelectionError as e:
                 raise ConfigError(f"tasks.{task}: strategy {strategy!r}: {e}") from None
             for name, model in cfg["models"].items():
-                g = grpo_settings(cfg, name)
-                if m is not None and g.get("epochs") and (why := past_horizon(g, run_steps(g, m))):
+                grpo = grpo_settings(cfg, name)
+                if m is not None and grpo.get("epochs") and (why := past_horizon(grpo, run_steps(grpo, m))):
                     where = f"models.{name}.grpo" if "schedule_steps" in (model.get("grpo") or {}) else "grpo"
                     raise ConfigError(f"{where}.schedule_steps: strategy {strategy!r} of task {task}: {why}")
-                if m is None or m >= g["prompts_per_step"] or g["repeat_small_subsets"]:
+                if m is None or m >= grpo["prompts_per_step"] or grpo["repeat_small_subsets"]:
                     continue
                 where = f"models.{name}.grpo" if "prompts_per_step" in (model.get("grpo") or {}) else "grpo"
                 raise ConfigError(
                     f"tasks.{task}: strategy {strategy!r} selects {m} of the pool's {n} examples, fewer than the "
-                    f"{g['prompts_per_step']} prompts of one GRPO step ({where}.prompts_per_step): no step could be "
+                    f"{grpo['prompts_per_step']} prompts of one GRPO step ({where}.prompts_per_step): no step could be "
                     f"made; lower prompts_per_step, raise selection.budget, or set {where}.repeat_small_subsets: "
                     f"true to repeat examples within a step")
 
@@ -376,9 +367,6 @@ def _check_steps_fit_subsets(cfg: dict) -> None:
 def _check_strategy_names(cfg: dict) -> None:
     """Strategy names are checked against hardex.selection (where they are written) rather than the
     schema; unset lists default to the budget strategies."""
-    from hardex.selection import (BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, ONLINE_SUFFIX, STRATEGIES, SelectionError,
-                                  check_band, run_strategy_parts)
-
     for key in ("selection.strategies", "report.regression_strategies"):
         section, name = key.split(".")
         if cfg[section][name] is None:
@@ -394,10 +382,10 @@ def _check_strategy_names(cfg: dict) -> None:
     _check_controls(cfg["selection"])
     # a strategy this config does not run may stand here (a config trimmed from a larger one); a typo may not
     for i, run in enumerate(cfg["selection"]["allow_unlearnable"]):
-        strategy = run_strategy_parts(run)[0]
+        strategy = RunName.parse(run).strategy
         if strategy not in STRATEGIES and not strategy.startswith("tier_"):
             raise ConfigError(f"selection.allow_unlearnable.{i}: {run!r} is not a strategy; allowed: "
-                              f"{', '.join(STRATEGIES)}, tier_<name>, each also as <strategy>{ONLINE_SUFFIX} "
+                              f"{', '.join(STRATEGIES)}, tier_<name>, each also as <strategy>_online "
                               f"or <strategy>_<control>")
     try:
         check_band(cfg["selection"]["band"])
@@ -420,13 +408,11 @@ def _check_controls(sel: dict) -> None:
     """`selection.controls` ({control: [strategies]}) names known controls of strategies this config selects:
     a control trains on its strategy's subset, which must exist. Controls of <strategy>_online runs are
     not offered (which of the two would the control's gain be compared with?)."""
-    from hardex.selection import CONTROLS, ONLINE_SUFFIX
-
     for control, strategies in sel["controls"].items():
         if control not in CONTROLS:
             raise ConfigError(f"selection.controls.{control}: unknown control; known: {', '.join(CONTROLS)}")
         for i, strategy in enumerate(strategies):
-            if strategy.endswith(ONLINE_SUFFIX):
+            if RunName.parse(strategy).online:
                 raise ConfigError(f"selection.controls.{control}.{i}: {strategy!r}: controls of online-filtering "
                                   f"runs are not supported; name the strategy itself")
             if strategy not in sel["strategies"]:
@@ -460,9 +446,6 @@ def _check_imported_probes(cfg: dict) -> None:
     here (columns, counts) and matched to the pool where planning knows the pool's ids (a generated split or
     a local file; the job checks the others); one model's rates for one model; the greedy answer where a
     strategy splits on it."""
-    from hardex.imported_probe import GREEDY_COLUMN, ImportedRatesError, check_ids, read_rates
-    from hardex.selection import BASE_SPLIT_STRATEGIES
-
     # base_wrong, base_right and matched_random's size split the pool by the greedy answer; full does not
     greedy_strategies = [s for s in cfg["selection"]["strategies"] if s in BASE_SPLIT_STRATEGIES and s != "full"]
     for task, tcfg in cfg["tasks"].items():
@@ -497,10 +480,6 @@ def _check_imported_probes(cfg: dict) -> None:
 def _planned_split_ids(cfg: dict, ref: str) -> list[str] | None:
     """A split's ids where planning can make the split without the hub, as its dataset_split job does (a generated
     split, a local file); None for a hub split, or where the split cannot be made (its job says why)."""
-    from hardex.tasks import get_task
-    from hardex.tasks.base import DataError
-    from hardex.tasks.rows import keep_listed
-
     spec = split_spec(cfg, ref)
     if spec["family"] not in SYNTHETIC_FAMILIES and not spec["spec"].get("file"):
         return None
@@ -513,9 +492,6 @@ def _planned_split_ids(cfg: dict, ref: str) -> list[str] | None:
 def _check_prompts_and_reward_hooks(cfg: dict) -> None:
     """A task's prompt template (it names {question}, and nothing but {question} and {instruction}) and its
     reward hook (it imports, and takes (completion, answer, prompt): hardex.reward_hook.check_hook)."""
-    from hardex.reward_hook import HookError, check_hook
-    from hardex.tasks import template_error
-
     for task, tcfg in cfg["tasks"].items():
         if "prompt_template" in tcfg and (error := template_error(tcfg["prompt_template"])):
             raise ConfigError(f"tasks.{task}.prompt_template: {error}")

@@ -3,7 +3,8 @@ holds them (docs/offline-gpu.md, profiles/README.md).
 
     hardex-fetch [--configfile CONFIG ...]
 
-`hardex-fetch` reads a config as the workflow does and puts every hub model (`models.<name>.path` a hub id)
+`hardex-fetch` reads a config as the workflow does (by default the working directory's config.yaml, the
+workflow's own where it runs in the checkout) and puts every hub model (`models.<name>.path` a hub id)
 and every hub dataset split the tasks and built models read (`datasets.<dataset>.splits.<split>.hub`) into
 the local Hugging Face cache: on a cluster's login node before submitting, since compute nodes often have
 no internet. One line per item: fetched, already cached, or failed and why: no such repository, a gated
@@ -30,15 +31,15 @@ from typing import Any
 
 import yaml
 
+from hardex.checkout import workflow_file
 from hardex.config import ConfigError, check_config, check_duplicate_keys
 from hardex.layout import MADE_BY
-from hardex.model_sources import _hub_id
+from hardex.model_sources import is_hub_id
 from hardex.models import FINGERPRINT_SUFFIXES, HUB_SKIP
 from hardex.settings import SYNTHETIC_FAMILIES, split_spec
+from hardex.tasks import get_task
 from hardex.tasks.base import DataError
-from hardex.tasks.hub_formats import OBJECT_WORDS, PER_SUBJECT_HUBS, SUBJECTS, object_counts, subject_key
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config.yaml"  # the Snakefile's, without --configfile
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 # the files of a hub model that jobs load, as hardex.models.resolve_model downloads them
 MODEL_FILES = {"allow_patterns": [f"*{s}" for s in FINGERPRINT_SUFFIXES], "ignore_patterns": list(HUB_SKIP)}
@@ -69,29 +70,14 @@ class HubItem:
 
 def hub_sources(family: str, spec: dict[str, Any]) -> list[tuple[str | None, str]]:
     """The (config, split) pairs of its hub dataset that a family's loader reads for a split `spec`, each one
-    `datasets.load_dataset` call in hardex.tasks.rows: one per BIG-Bench Hard object count, AIME part or MATH
-    subject of a per-subject hub, as hardex.tasks.bbh, .aime and .math expand them (a test holds them to it)."""
-    split = spec.get("split")
-    if family == "shuffled_objects":
-        configs = [f"tracking_shuffled_objects_{OBJECT_WORDS[n]}_objects" for n in object_counts(spec)]
-        split = split or "test"
-    elif family == "aime2025":
-        config = spec.get("config")
-        configs = [f"AIME2025-{p}" for p in spec.get("parts") or ([config.rsplit("-", 1)[-1]] if config else ["I"])]
-        split = split or "test"
-    elif family == "math" and not spec.get("config") and spec["hub"] in PER_SUBJECT_HUBS:
-        configs = [subject_key(s) for s in spec.get("subjects") or []] or list(SUBJECTS.values())
-    elif family == "gsm8k":
-        configs = [spec.get("config", "main")]
-    else:
-        configs = [spec.get("config")]
-    return [(c, split or "train") for c in configs]
+    `datasets.load_dataset` call in hardex.tasks.rows (the family's own `Task.sources`)."""
+    return [(s.get("config"), s.get("split") or "train") for s in get_task(family).sources(spec)]
 
 
 def hub_items(cfg: dict) -> list[HubItem]:
     """Every hub model of a checked config and every hub dataset split its tasks and built models read."""
     items = [HubItem(f"models.{name}.path", "model", m["path"]) for name, m in cfg["models"].items()
-             if m["path"] not in MADE_BY and not Path(m["path"]).expanduser().exists() and _hub_id(m["path"])]
+             if m["path"] not in MADE_BY and not Path(m["path"]).expanduser().exists() and is_hub_id(m["path"])]
     refs = [ref for t in cfg["tasks"].values() for ref in (t["pool"], *t["benchmarks"])]
     refs += [ref for m in cfg["models"].values() for ref in (m.get("build") or {}).get("sft_from") or []]
     datasets = [dataset_item(ref, split_spec(cfg, ref)) for ref in dict.fromkeys(refs)]
@@ -288,10 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hardex-fetch", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--configfile", type=Path, nargs="+", action="extend",
-                        help="the config file(s), as given to snakemake (default: the repository's config.yaml)")
+                        help="the config file(s), as given to snakemake (default: ./config.yaml, the workflow's)")
     args = parser.parse_args(argv)
     try:
-        items = hub_items(load_config(args.configfile or [DEFAULT_CONFIG]))
+        items = hub_items(load_config(args.configfile or [workflow_file("config.yaml", "--configfile")]))
     except (ConfigError, DataError, OSError, yaml.YAMLError) as e:
         print(f"hardex-fetch: config error: {e}", file=sys.stderr)
         return 2

@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 
+from hardex.settings import grpo_settings
+
 #: package -> the command that installs it (the project's extras)
 INSTALL = {
     "bitsandbytes": "pip install 'hardex[quantization]'  (or pip install bitsandbytes)",
@@ -25,8 +27,6 @@ INSTALL = {
 
 def needed_packages(cfg: dict) -> dict[str, str]:
     """package -> the config key (and value) that needs it, for a checked config."""
-    from hardex.settings import grpo_settings
-
     need: dict[str, str] = {}
     if cfg["generation"]["backend"] == "vllm":
         need["vllm"] = "generation.backend: vllm"
@@ -69,8 +69,6 @@ def conda_env(cfg: dict, model: str | None = None) -> str:
     """The envs/ environment of a model's train job (`model`), or of the probe and evaluate jobs (None): vLLM's
     own where they sample with it (it pins its own torch and transformers; a vllm-server train job starts `trl
     vllm-serve` in its environment), each in its GPU build where the jobs ask for GPUs."""
-    from hardex.settings import grpo_settings
-
     build = "-gpu" if cfg["compute"]["gpu"] > 0 else ""
     if model is None:
         return f"vllm{build}" if cfg["generation"]["backend"] == "vllm" else "generation"

@@ -16,6 +16,7 @@ the rate those steps measured (measured_train), and its line says so.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -24,7 +25,7 @@ from hardex import layout
 from hardex.architectures import count_parameters
 from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Shape, hf_batch,
                                 model_architecture, sampling_bytes_per_row)
-from hardex.schedule import run_steps
+from hardex.schedule import completions_per_step, run_steps
 from hardex.settings import (generation_settings, grpo_settings, known_split_size, model_tasks, probe_settings,
                              run_grpo_settings, run_strategies, seed_design, seed_list)
 
@@ -120,24 +121,24 @@ def train_seconds(cfg: dict, model: str, steps: int) -> float | None:
     if sized is None:
         return None
     s, n = sized
-    g = grpo_settings(cfg, model)
-    prompt, completion = int(cfg["compute"].get("prompt_tokens") or 512), g["max_completion_length"]
-    completions = g["prompts_per_step"] * g["num_generations"]
-    flops = 2 + (4 if g["finetune"] == "full" else 2) + (2 if g["gradient_checkpointing"] else 0) \
-        + (2 if g["beta"] > 0 else 0)
+    grpo = grpo_settings(cfg, model)
+    prompt, completion = int(cfg["compute"].get("prompt_tokens") or 512), grpo["max_completion_length"]
+    completions = completions_per_step(grpo)
+    flops = 2 + (4 if grpo["finetune"] == "full" else 2) + (2 if grpo["gradient_checkpointing"] else 0) \
+        + (2 if grpo["beta"] > 0 else 0)
     rates = gpu_rates(cfg)
     backprop = completions * (prompt + completion) * flops * n / rates.flops
     nbytes = DTYPE_BYTES["bfloat16"]
-    if g["rollouts"] == "trl":
+    if grpo["rollouts"] == "trl":
         rollouts = generation_seconds(s, n, nbytes, prompts=completions, samples=1, prompt_tokens=prompt,
                                       max_new_tokens=completion, budget=completions * (prompt + completion),
-                                      max_batch_prompts=completions, top_p=g["top_p"], rates=rates)
+                                      max_batch_prompts=completions, top_p=grpo["top_p"], rates=rates)
     else:  # hardex's generator (vLLM's engines and server are faster: an upper bound)
-        rollouts = generation_seconds(s, n, nbytes, prompts=g["prompts_per_step"], samples=g["num_generations"],
+        rollouts = generation_seconds(s, n, nbytes, prompts=grpo["prompts_per_step"], samples=grpo["num_generations"],
                                       prompt_tokens=prompt, max_new_tokens=completion, budget=ROLLOUT_TOKEN_BUDGET,
-                                      max_batch_prompts=ROLLOUT_MAX_BATCH_PROMPTS, top_p=g["top_p"],
+                                      max_batch_prompts=ROLLOUT_MAX_BATCH_PROMPTS, top_p=grpo["top_p"],
                                       rates=rates)
-    return steps * (backprop + rollouts) / g["processes"]
+    return steps * (backprop + rollouts) / grpo["processes"]
 
 
 def sampling_seconds(cfg: dict, model: str, work: list[tuple[int, int, int, float]]) -> float | None:
@@ -171,7 +172,7 @@ def runtime_minutes(cfg: dict, model: str, seconds: float | None, attempt: int) 
 
 def file_rows(path: str | Path | None) -> int | None:
     """Rows of a parquet file, or None while it does not exist."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # planning imports this module; pyarrow only where a runtime reads a file
 
     try:
         return pq.ParquetFile(str(path)).metadata.num_rows
@@ -189,14 +190,14 @@ def run_steps_planned(cfg: dict, model: str, task: str, strategy: str, subset: s
                       pool: str | Path | None) -> int | None:
     """Optimizer steps of a run: max_steps, or its epochs over its subset (read from the subset's file, else
     selection.budget of the pool); None while neither size is known."""
-    g = run_grpo_settings(cfg, model, strategy)
-    if not g.get("epochs"):
-        return g["max_steps"]
+    grpo = run_grpo_settings(cfg, model, strategy)
+    if not grpo.get("epochs"):
+        return grpo["max_steps"]
     rows = file_rows(subset)
     if rows is None:
         pool_rows = split_rows(cfg, cfg["tasks"][task]["pool"], pool)
         rows = pool_rows and math.ceil(cfg["selection"]["budget"] * pool_rows)
-    return run_steps(g, rows) if rows else None
+    return run_steps(grpo, rows) if rows else None
 
 
 def _on_gpus(cfg: dict) -> bool:
@@ -274,9 +275,9 @@ def generation_gpus(cfg: dict) -> int:
 
 def train_gpus(cfg: dict, model: str) -> int:
     """GPUs of a train job: compute.gpu for each training process, and for each GPU of a vLLM server of its own."""
-    g = grpo_settings(cfg, model)
-    server = g["vllm_server_gpus"] if g["rollouts"] == "vllm-server" else 0
-    return cfg["compute"]["gpu"] * (g["processes"] + server)
+    grpo = grpo_settings(cfg, model)
+    server = grpo["vllm_server_gpus"] if grpo["rollouts"] == "vllm-server" else 0
+    return cfg["compute"]["gpu"] * (grpo["processes"] + server)
 
 
 @dataclass(frozen=True)
@@ -398,8 +399,6 @@ def gpu_hours_lines(cfg: dict, benchmarks: Callable[[str, bool], list[dict]], pr
 
 def print_gpu_hours(cfg: dict, benchmarks: Callable[[str, bool], list[dict]], probed: list[str] | None = None) -> None:
     """For the Snakefile: gpu_hours_lines on stderr (so `snakemake -n` shows them beside the memory plan)."""
-    import sys
-
     lines = gpu_hours_lines(cfg, benchmarks, probed)
     if lines:
         print("hardex: " + "\n".join(lines), file=sys.stderr)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 #: grpo.distributed: the accelerate config of TRL's that each names, in order of how much of the training
 #: state each process keeps (hardex.memory_estimate reads the order)
-STRATEGIES = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
+DISTRIBUTED_STRATEGIES = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
 #: a resolved grpo.precision as accelerate's --mixed_precision names it
 MIXED_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp32": "no"}
 
@@ -31,8 +31,8 @@ def accelerate_config(strategy: str) -> Path:
     """TRL's accelerate config for a strategy (trl/accelerate_configs/<strategy>.yaml)."""
     import trl
 
-    if strategy not in STRATEGIES:
-        raise ValueError(f"grpo.distributed {strategy!r}: expected one of {', '.join(STRATEGIES)}")
+    if strategy not in DISTRIBUTED_STRATEGIES:
+        raise ValueError(f"grpo.distributed {strategy!r}: expected one of {', '.join(DISTRIBUTED_STRATEGIES)}")
     path = Path(trl.__file__).parent / "accelerate_configs" / f"{strategy}.yaml"
     if not path.is_file():
         raise LaunchError(f"{path}: TRL ships no accelerate config {strategy!r} in this version")
@@ -92,9 +92,12 @@ def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, 
     log(f"training in {processes} processes ({strategy}): {' '.join(cmd)}")
     sys.stdout.flush()
     sys.stderr.flush()
-    threads = max(1, torch.get_num_threads() // processes)  # the job's threads (hardex.workflow.set_threads), shared
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
-                                                         os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    threads = max(1, torch.get_num_threads() // processes)  # the job's threads (hardex.job.set_threads), shared
+    # the workers import the hardex this process runs: the folder it is imported from (a checkout's src/ or
+    # site-packages) first on their path
+    imported_from = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.pathsep.join([imported_from, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     # the launcher dies with the job, and each training process with the launcher (train_worker)
     done = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr, env=env, preexec_fn=die_with_parent)
     if done.returncode != 0:

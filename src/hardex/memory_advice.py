@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from hardex.devices import COLOCATED_MEMORY_SHARE
+from hardex.schedule import completions_per_step
+
 #: the largest share of the device a vLLM engine is advised to take
 VLLM_MAX_SHARE = 0.95
 
@@ -38,14 +41,14 @@ class PlannedJob(Protocol):
     def estimate(self, **changes: Any) -> JobEstimate: ...
 
 
-def advise(cfg: dict, model: str, job: PlannedJob, device_gb: float, g: dict, e: JobEstimate) -> str:
+def advise(cfg: dict, model: str, job: PlannedJob, device_gb: float, grpo: dict, e: JobEstimate) -> str:
     """What to change, in the config's keys, so that the job fits: every single change that suffices, with
     its numbers and the estimate it gives; else two changes together; else how much memory the job needs."""
-    options = _train_options(cfg, model, job, device_gb, g) if job.kind == "train" \
-        else _generation_options(cfg, model, job, device_gb, g)
+    options = _train_options(cfg, model, job, device_gb, grpo) if job.kind == "train" \
+        else _generation_options(cfg, model, job, device_gb, grpo)
     fitting = [(text, est) for text, est in options if est.fits(device_gb)]
     if not fitting and job.kind == "train":
-        fitting = _train_pairs(cfg, model, job, device_gb, g)
+        fitting = _train_pairs(cfg, model, job, device_gb, grpo)
     if fitting:
         return "to fit, " + "; or ".join(f"{text} ({est.total:.1f} GiB)" for text, est in fitting)
     least = min([e, *(est for _, est in options)], key=lambda x: x.total)
@@ -54,83 +57,82 @@ def advise(cfg: dict, model: str, job: PlannedJob, device_gb: float, g: dict, e:
             f"a GPU with more memory")
 
 
-def _accumulation_text(cfg: dict, model: str, g: dict, n: int) -> str:
-    completions = g["prompts_per_step"] * g["num_generations"]
+def _accumulation_text(cfg: dict, model: str, grpo: dict, n: int) -> str:
+    completions = completions_per_step(grpo)
     return f"raise {_grpo_key(cfg, model, 'gradient_accumulation_steps')} to {n} (micro-batch {completions // n})"
 
 
-def _train_options(cfg: dict, model: str, job: PlannedJob, device_gb: float, g: dict) -> list[tuple[str, JobEstimate]]:
+def _train_options(cfg: dict, model: str, job: PlannedJob, device_gb: float,
+                   grpo: dict) -> list[tuple[str, JobEstimate]]:
     """Each single change of a train job's settings that lowers its estimate, with the estimate it gives
     (the accumulation and the vLLM share: the value that fits, when one does)."""
     out = []
-    if not g["gradient_checkpointing"]:
+    if not grpo["gradient_checkpointing"]:
         out.append((f"set {_grpo_key(cfg, model, 'gradient_checkpointing')}: true",
-                    job.estimate(grpo={**g, "gradient_checkpointing": True})))
-    steps = _fitting_accumulation(job, device_gb, g)
+                    job.estimate(grpo={**grpo, "gradient_checkpointing": True})))
+    steps = _fitting_accumulation(job, device_gb, grpo)
     if steps:
-        out.append((_accumulation_text(cfg, model, g, steps[0]), steps[1]))
-    if g["rollouts"] == "vllm":
-        share = _fitting_share(job, device_gb, g)
+        out.append((_accumulation_text(cfg, model, grpo, steps[0]), steps[1]))
+    if grpo["rollouts"] == "vllm":
+        share = _fitting_share(job, device_gb, grpo)
         if share:
             out.append((f"lower generation.vllm.gpu_memory_utilization to {share[0]:g}", share[1]))
-    if g["finetune"] == "full":
+    if grpo["finetune"] == "full":
         out.append((f"set {_grpo_key(cfg, model, 'finetune')}: lora",
-                    job.estimate(finetune="lora", grpo={**g, "finetune": "lora"})))
+                    job.estimate(finetune="lora", grpo={**grpo, "finetune": "lora"})))
     return out
 
 
-def _train_pairs(cfg: dict, model: str, job: PlannedJob, device_gb: float, g: dict) -> list[tuple[str, JobEstimate]]:
+def _train_pairs(cfg: dict, model: str, job: PlannedJob, device_gb: float, grpo: dict) -> list[tuple[str, JobEstimate]]:
     """Two changes together, where no single one suffices: LoRA and gradient checkpointing, or either with
     a larger accumulation."""
     changes = []
-    if g["finetune"] == "full":
+    if grpo["finetune"] == "full":
         changes.append(({"finetune": "lora"}, f"set {_grpo_key(cfg, model, 'finetune')}: lora"))
-    if not g["gradient_checkpointing"]:
+    if not grpo["gradient_checkpointing"]:
         changes.append(({"gradient_checkpointing": True},
                         f"set {_grpo_key(cfg, model, 'gradient_checkpointing')}: true"))
     out = []
     if len(changes) == 2:
-        both = {**g, **changes[0][0], **changes[1][0]}
+        both = {**grpo, **changes[0][0], **changes[1][0]}
         est = job.estimate(grpo=both, finetune=both["finetune"])
         if est.fits(device_gb):
             out.append((f"{changes[0][1]} and {changes[1][1]}", est))
     for change, text in changes:
-        changed = {**g, **change}
+        changed = {**grpo, **change}
         steps = _fitting_accumulation(job, device_gb, changed)
         if steps:
-            out.append((f"{text} and {_accumulation_text(cfg, model, g, steps[0])}", steps[1]))
+            out.append((f"{text} and {_accumulation_text(cfg, model, grpo, steps[0])}", steps[1]))
     return out
 
 
-def _fitting_accumulation(job: PlannedJob, device_gb: float, g: dict) -> tuple[int, JobEstimate] | None:
+def _fitting_accumulation(job: PlannedJob, device_gb: float, grpo: dict) -> tuple[int, JobEstimate] | None:
     """The smallest gradient_accumulation_steps above the current one that divides the step's completions
-    (check_config requires it) and makes the job fit, from the grpo settings `g` (the model's, or with a change
+    (check_config requires it) and makes the job fit, from the grpo settings `grpo` (the model's, or with a change
     made: the job fine-tunes as they say)."""
-    completions = g["prompts_per_step"] * g["num_generations"]
+    completions = completions_per_step(grpo)
     for n in _divisors(completions):
-        if n > g["gradient_accumulation_steps"]:
-            est = job.estimate(grpo={**g, "gradient_accumulation_steps": n}, finetune=g["finetune"])
+        if n > grpo["gradient_accumulation_steps"]:
+            est = job.estimate(grpo={**grpo, "gradient_accumulation_steps": n}, finetune=grpo["finetune"])
             if est.fits(device_gb):
                 return n, est
     return None
 
 
-def _fitting_share(job: PlannedJob, device_gb: float, g: dict) -> tuple[float, JobEstimate] | None:
+def _fitting_share(job: PlannedJob, device_gb: float, grpo: dict) -> tuple[float, JobEstimate] | None:
     """The largest vLLM share (in hundredths) below the current one with which the trainer and its engine
     both fit."""
-    from hardex.devices import COLOCATED_MEMORY_SHARE
-
-    vllm = g.get("vllm") or {}
+    vllm = grpo.get("vllm") or {}
     current = vllm.get("gpu_memory_utilization") or COLOCATED_MEMORY_SHARE["cuda"]
     for hundredths in range(round(current * 100) - 1, 0, -1):
-        est = job.estimate(grpo={**g, "vllm": {**vllm, "gpu_memory_utilization": hundredths / 100}})
+        est = job.estimate(grpo={**grpo, "vllm": {**vllm, "gpu_memory_utilization": hundredths / 100}})
         if est.fits(device_gb):
             return hundredths / 100, est
     return None
 
 
 def _generation_options(cfg: dict, model: str, job: PlannedJob, device_gb: float,
-                        g: dict) -> list[tuple[str, JobEstimate]]:
+                        grpo: dict) -> list[tuple[str, JobEstimate]]:
     """Each single change that lowers a probe or evaluate job's estimate: the vLLM share that fits, the
     largest token budget that fits, 16-bit weights, LoRA in place of full checkpoints."""
     kw = job.kwargs
@@ -157,7 +159,7 @@ def _generation_options(cfg: dict, model: str, job: PlannedJob, device_gb: float
     if kw["dtype"] == "float32":
         out.append((f"set models.{model}.dtype: bfloat16", job.estimate(dtype="bfloat16")))
     if job.kind == "evaluate" and kw.get("weight_copies", 1) > 1:
-        out.append((f"set {_grpo_key(cfg, model, 'finetune')}: lora", job.estimate(weight_copies=1, lora=g["lora"])))
+        out.append((f"set {_grpo_key(cfg, model, 'finetune')}: lora", job.estimate(weight_copies=1, lora=grpo["lora"])))
     return out
 
 

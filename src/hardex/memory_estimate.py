@@ -23,11 +23,13 @@ from functools import cache
 from pathlib import Path
 
 from hardex.architectures import count_parameters
+from hardex.devices import COLOCATED_MEMORY_SHARE, MEMORY_SHARE
 # grpo.distributed, in order of how much of the training state each process keeps: data parallel (all of it),
 # ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
-from hardex.launch import STRATEGIES as DISTRIBUTED
+from hardex.launch import DISTRIBUTED_STRATEGIES
 from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Batch, Shape,
                                 hf_batch, sampling_bytes_per_row)
+from hardex.schedule import completions_per_step
 
 GIB = 2**30
 #: the CUDA context, cuBLAS workspaces and the caching allocator's rounding: memory a job holds on the
@@ -268,7 +270,7 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     """
     gpu = device == "cuda"
     nbytes = DTYPE_BYTES[resolve_dtype(dtype, arch)]
-    completions = grpo["prompts_per_step"] * grpo["num_generations"]
+    completions = completions_per_step(grpo)
     processes, strategy = grpo.get("processes", 1), grpo.get("distributed", "multi_gpu")
     micro = completions // (grpo["gradient_accumulation_steps"] * processes)  # per process (hardex.launch)
     deepspeed = processes > 1 and strategy.startswith("zero")
@@ -277,7 +279,8 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     # what each of several processes keeps of the full-fine-tuning state: ZeRO 1 shards the optimizer's
     # states, ZeRO 2 also the gradients, ZeRO 3 and FSDP also the weights; data parallel keeps it all
     shard = {k: (processes if strategy in sharded else 1) for k, sharded in
-             (("optimizer", DISTRIBUTED[1:]), ("gradients", DISTRIBUTED[2:]), ("weights", DISTRIBUTED[3:]))}
+             (("optimizer", DISTRIBUTED_STRATEGIES[1:]), ("gradients", DISTRIBUTED_STRATEGIES[2:]),
+              ("weights", DISTRIBUTED_STRATEGIES[3:]))}
     completion = grpo["max_completion_length"]
     seq = prompt_tokens + completion
     notes = [f"micro-batch {micro} sequences of {seq} tokens ({prompt_tokens} prompt + {completion} completion)"]
@@ -319,8 +322,6 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     held.update(_runtime(gpu))
     problems: list[str] = []
     if grpo["rollouts"] == "vllm":
-        from hardex.devices import COLOCATED_MEMORY_SHARE
-
         vllm = grpo.get("vllm") or {}
         share = vllm.get("gpu_memory_utilization") or COLOCATED_MEMORY_SHARE["cuda"]
         if s is not None:
@@ -446,8 +447,6 @@ def estimate_generation(arch: dict | None, *, dtype: str, batch_tokens: int, bac
     notes: list[str] = []
     problems: list[str] = []
     if backend == "vllm":
-        from hardex.devices import MEMORY_SHARE
-
         share = vllm_share or MEMORY_SHARE["cuda"]
         if s is not None:
             need, length = vllm_engine_need(s, n_params, nbytes, max_model_len, prompt_tokens + max_new_tokens)

@@ -19,6 +19,7 @@ from hardex.generation.sampling import Sampling
 from hardex.memory_advice import advise
 from hardex.memory_estimate import Estimate, estimate_generation, estimate_train, usable_gib
 from hardex.model_shape import model_architecture
+from hardex.settings import decodings, generation_settings, grpo_settings, known_split_size, probe_settings
 
 
 class PlanError(ValueError):
@@ -70,8 +71,6 @@ class _Job:
 def plan(cfg: dict) -> list[JobPlan]:
     """One JobPlan per model and job kind (train, probe, evaluate) of a checked config (check_config's
     result: defaults filled). probe and evaluate take the task or benchmark that needs the most memory."""
-    from hardex.settings import decodings, generation_settings, grpo_settings, known_split_size, probe_settings
-
     compute = cfg.get("compute") or {}
     device_gb = compute.get("gpu_memory_gb")
     gpu = (compute.get("gpu") or 0) > 0 or device_gb is not None
@@ -90,10 +89,10 @@ def plan(cfg: dict) -> list[JobPlan]:
         dtype = entry.get("dtype", "auto")
         hf_dtype = dtype if dtype != "auto" else ("bfloat16" if gpu else "float32")
         vllm_dtype = dtype if dtype != "auto" else "bfloat16"
-        g = grpo_settings(cfg, model)
-        float32_policy = not gpu or g["finetune"] == "full" or g["precision"] == "fp32"
-        jobs = [_Job("train", arch, dict(dtype="float32" if float32_policy else "bfloat16", finetune=g["finetune"], lora=g["lora"],
-                                         grpo=g, prompt_tokens=prompt_tokens, device_gb=checked, parameters=parameters,
+        grpo = grpo_settings(cfg, model)
+        float32_policy = not gpu or grpo["finetune"] == "full" or grpo["precision"] == "fp32"
+        jobs = [_Job("train", arch, dict(dtype="float32" if float32_policy else "bfloat16", finetune=grpo["finetune"], lora=grpo["lora"],
+                                         grpo=grpo, prompt_tokens=prompt_tokens, device_gb=checked, parameters=parameters,
                                          device=device))]
         # the batch the generator packs: the model's own token budget where it sets one, as its jobs run
         common = dict(dtype=vllm_dtype if gen["backend"] == "vllm" else hf_dtype,
@@ -113,18 +112,18 @@ def plan(cfg: dict) -> list[JobPlan]:
                                       prompts=known_split_size(cfg, cfg["tasks"][task]["pool"]))))
         if probes:
             jobs.append(_worst("probe", arch, probes))
-        full = g["finetune"] == "full"
+        full = grpo["finetune"] == "full"
         # the base model takes evaluation.base_pass_k samples on each task's first benchmark
         base_k = {t["benchmarks"][0]: cfg["evaluation"].get("base_pass_k") or 0 for t in cfg["tasks"].values()}
         evals = [(ref, dict(common, samples=max(dec["n_samples"], base_k.get(ref, 0)), max_new_tokens=dec["max_new_tokens"], top_p=Sampling.from_config(dec).top_p,
-                            weight_copies=3 if full else 1, lora=None if full else g["lora"],
+                            weight_copies=3 if full else 1, lora=None if full else grpo["lora"],
                             prompts=known_split_size(cfg, ref)))
                  for ref, dec in decodings(cfg).items()]
         jobs.append(_worst("evaluate", arch, evals))
         for job in jobs:
             e = job.estimate()
             fits = None if checked is None else e.fits(checked)
-            advice = "" if fits is not False else advise(cfg, model, job, checked, g, e)
+            advice = "" if fits is not False else advise(cfg, model, job, checked, grpo, e)
             plans.append(JobPlan(model=model, kind=job.kind, estimate=e, device_gb=checked, fits=fits, advice=advice,
                                  micro_batch=e.batch, architecture=source))
     return plans

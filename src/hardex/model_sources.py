@@ -143,7 +143,7 @@ def check_model_source(key: str, entry: dict) -> None:
     if path == "standin":  # built from its kept architecture, which the config check requires
         return
     local = Path(path).expanduser()
-    if not local.exists() and _hub_id(path):
+    if not local.exists() and is_hub_id(path):
         from huggingface_hub import constants, try_to_load_from_cache
 
         if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(path, "config.json"), str):
@@ -156,7 +156,7 @@ def check_model_source(key: str, entry: dict) -> None:
                          f"directory, 'build' or 'gguf'{hint}")
 
 
-def _hub_id(name: str) -> bool:
+def is_hub_id(name: str) -> bool:
     """Whether `name` has the form of a hub id (owner/name), as huggingface_hub checks it."""
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id

@@ -3,7 +3,8 @@ the task's scorer, as TRL's `reward_funcs` and verl's `custom_reward_function` a
 
 A hook is named by a spec string: ``module:function`` or ``package.module:function`` (imported as Python
 imports it: an installed package, or one on PYTHONPATH), or ``path/file.py:function``, a file relative to the
-workflow's directory (the one holding the Snakefile; the library lives in its src/) or an absolute path.
+workflow's directory (the one holding the Snakefile, which rules/common.smk puts in HARDEX_WORKFLOW_DIR for
+planning and every job; elsewhere the working directory) or an absolute path.
 It is called as the task's scorer is in training, once per completion::
 
     hook(completion, answer, prompt) -> number
@@ -25,13 +26,14 @@ import importlib
 import importlib.util
 import inspect
 import math
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
-#: where a relative hook file is found: the workflow's directory (src/hardex/ is two levels below it)
-WORKFLOW_DIR = Path(__file__).resolve().parents[2]
+#: the variable naming the workflow's directory, where a relative hook file is found (set by rules/common.smk)
+WORKFLOW_DIR_VARIABLE = "HARDEX_WORKFLOW_DIR"
 #: the arguments a hook is called with, in order
 CALLED_WITH = ("completion", "answer", "prompt")
 _MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -55,12 +57,19 @@ def is_file_spec(spec: str) -> bool:
     return target.endswith(".py") or "/" in target or "\\" in target
 
 
-def resolved(spec: str, root: Path = WORKFLOW_DIR) -> str:
-    """The spec with a relative file made absolute (from `root`): what processes elsewhere load."""
+def workflow_dir() -> Path:
+    """Where a relative hook file is read from: the workflow's directory (HARDEX_WORKFLOW_DIR, which the
+    Snakefile sets to its own folder), else the working directory (the library used from a checkout)."""
+    return Path(os.environ.get(WORKFLOW_DIR_VARIABLE) or ".").resolve()
+
+
+def resolved(spec: str, root: Path | None = None) -> str:
+    """The spec with a relative file made absolute (from `root`, by default `workflow_dir()`): what processes
+    elsewhere load."""
     if not is_file_spec(spec):
         return spec
     target, function = _parts(spec)
-    return f"{(root / target).resolve()}:{function}"
+    return f"{((root or workflow_dir()) / target).resolve()}:{function}"
 
 
 def _one_line(e: Exception) -> str:
@@ -98,15 +107,16 @@ def _import(spec: str, root: Path):
     return getattr(module, function), module
 
 
-def load_hook(spec: str, root: Path = WORKFLOW_DIR) -> Callable:
+def load_hook(spec: str, root: Path | None = None) -> Callable:
     """The hook a spec names, checked (`check_hook`); loaded once per process."""
     return _load(spec, root)[0]
 
 
-def _load(spec: str, root: Path) -> tuple[Callable, Path | None]:
-    key = (spec, Path(root))
+def _load(spec: str, root: Path | None) -> tuple[Callable, Path | None]:
+    root = Path(root) if root is not None else workflow_dir()
+    key = (spec, root)
     if key not in _loaded:
-        fn, module = _import(spec, Path(root))
+        fn, module = _import(spec, root)
         if not callable(fn):
             raise HookError(f"{spec}: {fn!r} is not callable")
         try:
@@ -129,12 +139,12 @@ def _load(spec: str, root: Path) -> tuple[Callable, Path | None]:
     return _loaded[key]
 
 
-def check_hook(spec: str, root: Path = WORKFLOW_DIR) -> None:
+def check_hook(spec: str, root: Path | None = None) -> None:
     """Raise HookError (one line) unless the spec names a callable that takes (completion, answer, prompt)."""
     _load(spec, root)
 
 
-def hook_settings(spec: str, root: Path = WORKFLOW_DIR) -> dict[str, Any]:
+def hook_settings(spec: str, root: Path | None = None) -> dict[str, Any]:
     """What a run's settings hold of its hook: the spec and the sha256 of the file the function is defined in
     (None where it has no file), so that an edit of the hook trains the run again."""
     source = _load(spec, root)[1]
@@ -142,7 +152,7 @@ def hook_settings(spec: str, root: Path = WORKFLOW_DIR) -> dict[str, Any]:
     return {"spec": spec, "sha256": digest}
 
 
-def hook_reward(spec: str, scale: float = 1.0, root: Path = WORKFLOW_DIR) -> Callable[[str, str, str], float]:
+def hook_reward(spec: str, scale: float = 1.0, root: Path | None = None) -> Callable[[str, str, str], float]:
     """The training reward of a hook: `scale` times its number for each completion (hardex.controls.task_reward's
     form); a value that is not a finite number stops the run, naming the hook."""
     hook = load_hook(spec, root)

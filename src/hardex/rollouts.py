@@ -25,7 +25,7 @@ class HardexRollouts:
     and sampled num_generations times. Sample streams are keyed by (run seed, step, round, position),
     so a resumed run draws what an uninterrupted one would.
 
-    With `g["online_filtering"]` (DAPO's dynamic sampling), a step scores its groups with `reward_fn`,
+    With `grpo["online_filtering"]` (DAPO's dynamic sampling), a step scores its groups with `reward_fn`,
     drops those whose rewards all agree, and generates groups for further prompts drawn from `rows`
     (seeded by step and round) until it holds prompts_per_step mixed groups or has used
     `online_max_rounds` extra rounds; then it trains on what it has, its free slots filled with
@@ -34,12 +34,12 @@ class HardexRollouts:
     step's rollouts generated and discarded, tokens generated and whether the cap was reached.
     """
 
-    def __init__(self, g: dict[str, Any], seed: int, open_generator: Callable[[Any, Any], Any],
+    def __init__(self, grpo: dict[str, Any], seed: int, open_generator: Callable[[Any, Any], Any],
                  rows: list[dict[str, Any]] | None = None, reward_fn: Callable[[str, str, str], float] | None = None):
-        self.g, self.seed, self.open_generator = g, seed, open_generator
-        self.sampling = Sampling(g["temperature"], g["top_p"], g["max_completion_length"])
-        self.vllm = g["rollouts"] == "vllm"
-        self.online = bool(g.get("online_filtering"))
+        self.grpo, self.seed, self.open_generator = grpo, seed, open_generator
+        self.sampling = Sampling(grpo["temperature"], grpo["top_p"], grpo["max_completion_length"])
+        self.vllm = grpo["rollouts"] == "vllm"
+        self.online = bool(grpo.get("online_filtering"))
         if self.online and (not rows or reward_fn is None):
             raise ValueError("online filtering needs the run's rows and its reward to refill a step")
         self.rows, self.reward_fn = rows, reward_fn
@@ -52,10 +52,11 @@ class HardexRollouts:
         return self.last_counts
 
     def __call__(self, prompts: list[str], trainer) -> dict[str, list]:
-        n = trainer.num_generations
-        groups = [prompts[i : i + n] for i in range(0, len(prompts), n)]
-        if len(prompts) % n or any(len(set(group)) != 1 for group in groups):
-            raise ValueError(f"expected each prompt {n} times in a row (TRL's sampler), got {len(prompts)} prompts")
+        group_size = trainer.num_generations
+        groups = [prompts[i : i + group_size] for i in range(0, len(prompts), group_size)]
+        if len(prompts) % group_size or any(len(set(group)) != 1 for group in groups):
+            raise ValueError(f"expected each prompt {group_size} times in a row (TRL's sampler), "
+                             f"got {len(prompts)} prompts")
         model = trainer.accelerator.unwrap_model(trainer.model)
         training = model.training  # read first: the transformers generator puts the model in eval mode
         if self.generator is None:
@@ -70,7 +71,8 @@ class HardexRollouts:
 
         def sample(distinct: list[str], round_: int) -> list[list[list[int]]]:
             keys = [str(first + j) if round_ == 0 else f"r{round_}-{first + j}" for j in range(len(distinct))]
-            return self.generator.generate_ids(distinct, n, self.sampling, seed=step_seed, desc="rollouts", keys=keys)
+            return self.generator.generate_ids(distinct, group_size, self.sampling, seed=step_seed, desc="rollouts",
+                                               keys=keys)
 
         distinct = [group[0] for group in groups]
         model.eval()  # in training mode, gradient checkpointing switches the KV cache off
@@ -93,12 +95,12 @@ class HardexRollouts:
         ids = [c for group in completions for c in group]
         self.last_counts = {"rollouts_generated": len(generated), "rollouts_discarded": len(generated) - len(ids),
                             "tokens_generated": sum(len(c) for c in generated), "filter_capped": capped}
-        out = {"prompt_ids": [encode_prompt(tokenizer, p) for p in distinct for _ in range(n)],
+        out = {"prompt_ids": [encode_prompt(tokenizer, p) for p in distinct for _ in range(group_size)],
                "completion_ids": ids,
                "logprobs": [[0.0] * len(c) for c in ids]}  # read by TRL only for vLLM's importance sampling
         if self.online:  # TRL scores what was returned: the refilled prompts with their own answers
-            out["answer"] = [a for a in answers for _ in range(n)]
-            out["rollout_prompt"] = [p for p in distinct for _ in range(n)]
+            out["answer"] = [a for a in answers for _ in range(group_size)]
+            out["rollout_prompt"] = [p for p in distinct for _ in range(group_size)]
         return out
 
     def _refill(self, groups: list[tuple[str, str, list]], sample, step: int, tokenizer) -> tuple[list, bool, list]:
@@ -113,7 +115,7 @@ class HardexRollouts:
         for grp in groups:
             (dropped if agrees(*grp) else kept).append(grp)
         extra, round_ = [], 0
-        while len(kept) < len(groups) and round_ < self.g["online_max_rounds"]:
+        while len(kept) < len(groups) and round_ < self.grpo["online_max_rounds"]:
             round_ += 1
             rng = np.random.default_rng([self.seed, step, round_])
             drawn = [rows[int(i)] for i in rng.choice(len(rows), min(len(groups), len(rows)), replace=False)]

@@ -7,6 +7,10 @@ Tier strategies (paper 2: train only on lower-difficulty problems, e.g. MATH lev
 after a tier of `selection.tiers`: ``tier_<name>`` is every pool example whose `tier` is one of the
 tier's values, and ``tier_<name>_random`` is its size-matched random control drawn from the whole
 pool. They ignore the budget p and the pass rates; they only read the probe table's `tier` column.
+
+The names are defined here: the strategies', the controls' and a training run's. A run's name (a strategy,
+its online run ``<strategy>_online`` or a control run ``<strategy>_<control>``), which paths, params and
+tables carry, is built and taken apart by `RunName` alone.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -32,14 +37,17 @@ FILTER_STRATEGIES = ("band", "learnable")
 #: the base model's greedy answer wrong / right (size-matched), their random control, the whole pool
 BASE_SPLIT_STRATEGIES = ("base_wrong", "base_right", "matched_random", "full")
 STRATEGIES = BUDGET_STRATEGIES + FILTER_STRATEGIES + BASE_SPLIT_STRATEGIES
-#: a run named <strategy>_online trains on <strategy>'s subset with online filtering (hardex.training)
-ONLINE_SUFFIX = "_online"
 #: control runs (`selection.controls`): <strategy>_<control> trains on <strategy>'s subset with a control
 #: reward instead of the true one (hardex.controls): `shuffled` scores against another example's reference
 #: answer, `format` pays for where and how an answer is written, `random_reward` pays at random at the true
 #: reward's rate. Their gain is what form, or any reward at all, buys. (Not `random`: `tier_low_random` is
-#: a strategy.)
+#: a strategy.) Order: as tables and legends show them, each after its strategy.
 CONTROLS = ("shuffled", "format", "random_reward")
+#: the control the headline reads a strategy against on ties of the gain beyond (hardex.report.headline): the
+#: random reward (no information at the true reward's rate), then format, then shuffled
+CONTROL_PREFERENCE = CONTROLS[::-1]
+#: a run named <strategy>_online trains on <strategy>'s subset with online filtering (hardex.training)
+_ONLINE = "_online"
 
 
 #: tier_<name> and tier_<name>_random; tier names are letters and digits, so the suffix is unambiguous
@@ -56,31 +64,40 @@ def parse_tier_strategy(strategy: str) -> tuple[str, bool] | None:
     return (m.group(1), m.group(2) is not None) if m else None
 
 
-def offline_strategy(run_strategy: str) -> tuple[str, bool]:
-    """A run's strategy -> (the strategy that chose its subset, whether it trains with online filtering)."""
-    subset, online, _ = run_strategy_parts(run_strategy)
-    return subset, online
+@dataclass(frozen=True)
+class RunName:
+    """A training run's identity as its name carries it (the rules' `strategy` wildcard, the tables'
+    `strategy` column): the strategy that chose its subset, whether it trains with online filtering, and its
+    control (`CONTROLS`) or None. `parse` takes a name apart, `str` writes it: ``hard_online`` is
+    ``RunName("hard", online=True)``, ``full_shuffled`` is ``RunName("full", control="shuffled")``. Controls
+    of online runs do not exist."""
 
+    strategy: str
+    online: bool = False
+    control: str | None = None
 
-def control_run(strategy: str, control: str) -> str:
-    """The run strategy of `control` on `strategy`'s subset, e.g. ``full_shuffled``."""
-    return f"{strategy}_{control}"
+    def __post_init__(self):
+        if self.control is not None and (self.control not in CONTROLS or self.online):
+            raise ValueError(f"no run {self.strategy!r} with online={self.online} and control={self.control!r}; "
+                             f"controls: {', '.join(CONTROLS)}, of runs without online filtering")
 
+    @classmethod
+    def parse(cls, name: str) -> RunName:
+        """The run a name names. A control or online suffix counts only where what it follows is a strategy, so
+        a tier named ``format`` or ``online`` (``tier_format``) stays a tier strategy, and
+        ``tier_low_random_format`` is the format control of tier_low's random draw."""
+        for control in CONTROLS:
+            suffix = "_" + control
+            if name.endswith(suffix) and is_strategy(name[: -len(suffix)]):
+                return cls(name[: -len(suffix)], control=control)
+        if name.endswith(_ONLINE) and is_strategy(name[: -len(_ONLINE)]):
+            return cls(name[: -len(_ONLINE)], online=True)
+        return cls(name)
 
-def run_strategy_parts(run_strategy: str) -> tuple[str, bool, str | None]:
-    """A run's strategy -> (the strategy that chose its subset, online filtering?, its control or None).
-
-    ``hard_online`` -> ``("hard", True, None)``, ``full_shuffled`` -> ``("full", False, "shuffled")``. A
-    control suffix counts only where what it follows is a strategy, so a tier named ``format``
-    (``tier_format``) stays a tier strategy; controls of online runs do not exist.
-    """
-    for control in CONTROLS:
-        suffix = "_" + control
-        if run_strategy.endswith(suffix) and is_strategy(run_strategy[: -len(suffix)]):
-            return run_strategy[: -len(suffix)], False, control
-    if run_strategy.endswith(ONLINE_SUFFIX):
-        return run_strategy[: -len(ONLINE_SUFFIX)], True, None
-    return run_strategy, False, None
+    def __str__(self) -> str:
+        if self.control is not None:
+            return f"{self.strategy}_{self.control}"
+        return self.strategy + _ONLINE if self.online else self.strategy
 
 
 def is_strategy(strategy: str) -> bool:
@@ -88,15 +105,15 @@ def is_strategy(strategy: str) -> bool:
     return strategy in STRATEGIES or parse_tier_strategy(strategy) is not None
 
 
-def strategy_sort_key(strategy: str) -> tuple[int, str]:
-    """Display order: STRATEGIES' order first, each online run and then each control after the strategy
-    whose subset it trains on, other names (tier strategies) after, alphabetically."""
-    base, online, control = run_strategy_parts(strategy)
+def strategy_sort_key(name: str) -> tuple[int, str]:
+    """A run name's display order: STRATEGIES' order first, each online run and then each control after the
+    strategy whose subset it trains on, other names (tier strategies) after, alphabetically."""
+    run = RunName.parse(name)
     slots = 2 + len(CONTROLS)  # the strategy, its online run, its controls
-    if base in STRATEGIES:
-        slot = 1 if online else 2 + CONTROLS.index(control) if control else 0
-        return (slots * STRATEGIES.index(base) + slot, "")
-    return (slots * len(STRATEGIES), strategy)
+    if run.strategy in STRATEGIES:
+        slot = 1 if run.online else 2 + CONTROLS.index(run.control) if run.control else 0
+        return (slots * STRATEGIES.index(run.strategy) + slot, "")
+    return (slots * len(STRATEGIES), name)
 
 
 def tier_values(tiers: dict[str, Any], strategy: str, task: str) -> list[str] | None:

@@ -16,16 +16,23 @@ import functools
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from hardex.learnability import sampling_mismatch
+from hardex.reward_hook import hook_settings
+from hardex.selection import BOUNDARY_STRATEGIES, RunName
+from hardex.sequential import design_of
+from hardex.tasks.rows import DataError, read_local
+
 SYNTHETIC_FAMILIES = ("arith", "swaps", "addition")  # generated splits: their size is the config's n
-#: the config's JSON schema: its keys, what each allows and its defaults (hardex.config validates against it)
-SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
+#: the config's JSON schema: its keys, what each allows and its defaults (hardex.config validates against it);
+#: package data beside this module, so that an installed hardex carries it
+SCHEMA = Path(__file__).resolve().parent / "config.schema.yaml"
 
 
 def schema_defaults(*keys: str) -> dict[str, Any]:
     """The schema's defaults of the block at `keys` (e.g. "probe", "adaptive"): the one place they are
     written, for callers of the library that pass a block without going through the config check."""
-    import yaml
-
     schema = yaml.safe_load(SCHEMA.read_text())
     node = schema
     for key in keys:
@@ -69,8 +76,6 @@ def task_prompt(cfg: dict, task: str) -> dict:
 
 def boundary_strategies(cfg: dict) -> list[str]:
     """The selected strategies whose subset ends at a pass-rate boundary (adaptive probing settles those)."""
-    from hardex.selection import BOUNDARY_STRATEGIES
-
     return [s for s in BOUNDARY_STRATEGIES if s in cfg["selection"]["strategies"]]
 
 
@@ -95,25 +100,20 @@ def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None
     is absent otherwise, so that other runs keep the settings, and checkpoints, they had before it). With
     its `task`, also the task's `prompt` and `reward_hook` (the hook's spec and a hash of its file,
     hardex.reward_hook.hook_settings; a format control, which never calls it, left without) where set."""
-    from hardex.selection import offline_strategy, run_strategy_parts
-
+    run = RunName.parse(run_strategy)
     g = grpo_settings(cfg, model)
-    if offline_strategy(run_strategy)[1]:
+    if run.online:
         g["online_filtering"] = True
     if task is not None:
         if prompt := task_prompt(cfg, task):
             g["prompt"] = prompt
-        if "reward" in cfg["tasks"][task] and run_strategy_parts(run_strategy)[2] != "format":
-            from hardex.reward_hook import hook_settings
-
+        if "reward" in cfg["tasks"][task] and run.control != "format":
             g["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
     return g
 
 
 def seed_design(cfg: dict):
     """The sequential design of `seeds: {first, batch, max}` (hardex.sequential.Design), None for a list."""
-    from hardex.sequential import design_of
-
     seeds = cfg["seeds"]
     return design_of({k: v for k, v in seeds.items() if k != "deciding"} if isinstance(seeds, dict) else seeds)
 
@@ -132,11 +132,10 @@ def seed_list(cfg: dict) -> list[int]:
 def run_strategies(cfg: dict) -> list[str]:
     """Every run's strategy: the selection's, <strategy>_online for its online strategies, and
     <strategy>_<control> for its controls (`selection.controls`)."""
-    from hardex.selection import ONLINE_SUFFIX, control_run
-
     sel = cfg["selection"]
-    controls = [control_run(s, control) for control, strategies in (sel.get("controls") or {}).items() for s in strategies]
-    return list(sel["strategies"]) + [s + ONLINE_SUFFIX for s in sel["online_strategies"]] + controls
+    online = [RunName(s, online=True) for s in sel["online_strategies"]]
+    controls = [RunName(s, control=control) for control, strategies in (sel.get("controls") or {}).items() for s in strategies]
+    return list(sel["strategies"]) + [str(run) for run in online + controls]
 
 
 def decodings(cfg: dict) -> dict[str, dict]:
@@ -183,8 +182,6 @@ def peek_local_file(path: str) -> tuple[int, list[str]] | None:
 
 @functools.lru_cache(maxsize=64)
 def _read_local_file(path: str, mtime_ns: int) -> tuple[int, list[str]] | None:
-    from hardex.tasks.rows import DataError, read_local
-
     try:
         if path.endswith(".parquet"):
             import polars as pl
@@ -207,8 +204,6 @@ def split_spec(cfg: dict, ref: str) -> dict:
 def sampling_notices(cfg: dict) -> list[str]:
     """One line per model x task whose probe samples otherwise than that model's GRPO (temperature, top_p,
     max length; `hardex.learnability.sampling_mismatch`): a notice at planning time, never an error."""
-    from hardex.learnability import sampling_mismatch
-
     imported = imported_rates(cfg)
     # imported pass rates were sampled as their file's run did, which hardex does not know
     lines = [f"{task}: pass rates imported from {path} (tasks.{task}.probe.from): how they were sampled is not known "

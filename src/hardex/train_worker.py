@@ -17,7 +17,7 @@ from hardex.training import fit
 
 def main(spec_file: str) -> None:
     die_with_parent()  # torch's launcher gave this process a session of its own: go when it goes
-    hold_to_share()  # accelerate's ranks do not pass through the job's setup (hardex.workflow.job_log)
+    hold_to_share()  # accelerate's ranks do not pass through the job's setup (hardex.job.job_log)
     spec = json.loads(Path(spec_file).read_text())
     # the reward as data (a function being nothing a process can be handed), built as train_grpo builds it in one
     # process; a control's shuffled references came with the rows, a reward hook is loaded again by its spec

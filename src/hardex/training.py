@@ -22,13 +22,18 @@ from typing import Any, Callable
 
 import polars as pl
 
+from hardex import vllm_server
 from hardex.checkpoints import STEP_RECORD, publish, resume_point, step_recorder
 from hardex.devices import cuda_available
+from hardex.generation.hf import HFGenerator
+from hardex.generation.vllm_backend import VLLMGenerator, require_vllm
 from hardex.io import checkpoint_steps
+from hardex.launch import launch_training
+from hardex.models import encode_prompt
 from hardex.precision import DTYPE_NAMES, resolve_precision, torch_dtype
 from hardex.quantization import quantization_config
 from hardex.rollouts import HardexRollouts
-from hardex.schedule import past_horizon, run_steps, schedule_horizon
+from hardex.schedule import completions_per_step, past_horizon, run_steps, schedule_horizon
 from hardex.tracking import tracker_args
 
 
@@ -36,7 +41,7 @@ class TrainingError(RuntimeError):
     """A run that cannot train as configured; str() says why and what to change."""
 
 
-def rows_per_epoch(rows: list[dict[str, Any]], g: dict[str, Any]) -> list[dict[str, Any]]:
+def rows_per_epoch(rows: list[dict[str, Any]], grpo: dict[str, Any]) -> list[dict[str, Any]]:
     """The rows TRL's sampler draws steps from, checked against what one step needs.
 
     TRL drops a last batch smaller than `prompts_per_step`: a subset smaller than one step would
@@ -44,10 +49,10 @@ def rows_per_epoch(rows: list[dict[str, Any]], g: dict[str, Any]) -> list[dict[s
     `grpo.repeat_small_subsets` asks for the subset to be repeated until a step is full (paper 1's
     text trains 32 prompts per step on 12-example subsets).
     """
-    n, per_step = len(rows), g["prompts_per_step"]
+    n, per_step = len(rows), grpo["prompts_per_step"]
     if n >= per_step:
         return rows
-    if not g["repeat_small_subsets"]:
+    if not grpo["repeat_small_subsets"]:
         raise TrainingError(
             f"the subset has {n} examples, fewer than the {per_step} prompts one GRPO step draws "
             f"(grpo.prompts_per_step): no step could be made. Lower prompts_per_step, raise selection.budget, "
@@ -83,8 +88,6 @@ def check_lora_targets(model, targets: list[str], model_path: str) -> None:
 def _trainer_class():
     import torch
     from trl import GRPOTrainer
-
-    from hardex.models import encode_prompt
 
     class EpochOrder(torch.utils.data.Sampler):
         """TRL's sampler, drawing epoch e's order as an uninterrupted run does. TRL draws each epoch's order
@@ -143,14 +146,14 @@ SAME_NAME_IN_TRL = ("gradient_accumulation_steps", "num_generations", "learning_
                     "scale_rewards", "epsilon", "gradient_checkpointing", "save_steps")
 
 
-def training_precision(g: dict[str, Any], use_cpu: bool) -> str:
+def training_precision(grpo: dict[str, Any], use_cpu: bool) -> str:
     """grpo.precision resolved for this machine (hardex.precision.resolve_precision): `auto` is bf16 on a GPU of
     compute capability 8.0 or above and on a CPU with hardware bfloat16, fp32 elsewhere; bf16 on an older GPU
     is refused (PrecisionError)."""
-    return resolve_precision(g["precision"], use_cpu)
+    return resolve_precision(grpo["precision"], use_cpu)
 
 
-def policy_dtype(g: dict[str, Any], use_cpu: bool):
+def policy_dtype(grpo: dict[str, Any], use_cpu: bool):
     """The dtype the policy's weights load in. The weights the optimizer updates (full fine-tuning) are float32
     under any precision, on a CPU as on a GPU: torch's AdamW keeps no float32 copy of a 16-bit weight, and
     its small steps would vanish in bfloat16's 8 bits (or overflow fp16's loss scaling); autocast computes
@@ -158,29 +161,29 @@ def policy_dtype(g: dict[str, Any], use_cpu: bool):
     its adapters are float32 (PEFT's default, restored after TRL's cast for a quantized base: _trainer_class)."""
     import torch
 
-    if g["finetune"] == "full":
+    if grpo["finetune"] == "full":
         return torch.float32
-    return torch_dtype(training_precision(g, use_cpu))
+    return torch_dtype(training_precision(grpo, use_cpu))
 
 
-def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, extra: dict | None = None):
+def grpo_args(grpo: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, extra: dict | None = None):
     """The GRPOConfig for the config's grpo settings and a run of `steps` steps: every field explicit.
     `extra`: the tracker's arguments (hardex.tracking) and a vLLM server's (hardex.vllm_server); no tracker
     by default."""
     from trl import GRPOConfig
 
-    precision = training_precision(g, use_cpu)
+    precision = training_precision(grpo, use_cpu)
     return GRPOConfig(
         output_dir=str(out),
         max_steps=steps,
         # one optimizer step = prompts_per_step x num_generations completions, generated together
         # (TRL's steps_per_generation defaults to the accumulation) and back-propagated in micro-batches
         # in several processes (grpo.processes) each takes its share: the same global batch, the same steps
-        per_device_train_batch_size=(g["prompts_per_step"] * g["num_generations"]
-                                     // (g["gradient_accumulation_steps"] * g["processes"])),
-        **{key: g[key] for key in SAME_NAME_IN_TRL},
-        lr_scheduler_type=g["lr_scheduler"],
-        warmup_steps=math.ceil(g["warmup_ratio"] * schedule_horizon(g, steps)),  # the schedule's, as its decay
+        per_device_train_batch_size=(completions_per_step(grpo)
+                                     // (grpo["gradient_accumulation_steps"] * grpo["processes"])),
+        **{key: grpo[key] for key in SAME_NAME_IN_TRL},
+        lr_scheduler_type=grpo["lr_scheduler"],
+        warmup_steps=math.ceil(grpo["warmup_ratio"] * schedule_horizon(grpo, steps)),  # the schedule's, as its decay
         save_strategy="steps",
         save_total_limit=None,  # every checkpoint is evaluated for the training curves
         logging_steps=1,
@@ -195,7 +198,7 @@ def grpo_args(g: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int
     )
 
 
-def rollout_generator(g: dict[str, Any], seed: int, token_budget: int = 262144) -> Callable[[Any, Any], Any]:
+def rollout_generator(grpo: dict[str, Any], seed: int, token_budget: int = 262144) -> Callable[[Any, Any], Any]:
     """How hardex's rollouts (hardex.rollouts) open their generator at their first step, given the policy and its
     tokenizer: an in-process vLLM engine (`grpo.rollouts: vllm`; engine settings from `generation.vllm`), or the
     transformers generator over the policy's own weights, its batches under `token_budget` padded tokens
@@ -203,15 +206,11 @@ def rollout_generator(g: dict[str, Any], seed: int, token_budget: int = 262144) 
     generators' imports stay within four modules of hardex.train_worker (tests/unit/test_architecture.py)."""
 
     def open_generator(model, tokenizer):
-        if g["rollouts"] == "vllm":
-            from hardex.generation.vllm_backend import VLLMGenerator
-
+        if grpo["rollouts"] == "vllm":
             # the engine samples in the precision the policy computes in (its weights may be float32 master copies)
-            dtype = DTYPE_NAMES[training_precision(g, use_cpu=next(model.parameters()).device.type == "cpu")]
+            dtype = DTYPE_NAMES[training_precision(grpo, use_cpu=next(model.parameters()).device.type == "cpu")]
             return VLLMGenerator(str(model.name_or_path), dtype=dtype, seed=seed, progress=False, in_process=True,
-                                 tokenizer=tokenizer, **g["vllm"])
-        from hardex.generation.hf import HFGenerator
-
+                                 tokenizer=tokenizer, **grpo["vllm"])
         # it samples the weights as they are (float32 under full fine-tuning, as on a CPU): their dtype sizes the
         # KV cache its token budget is checked against
         dtype = str(next(p.dtype for p in model.parameters() if p.is_floating_point())).removeprefix("torch.")
@@ -221,13 +220,13 @@ def rollout_generator(g: dict[str, Any], seed: int, token_budget: int = 262144) 
     return open_generator
 
 
-def trl_rollout_counts(g: dict[str, Any]) -> Callable[[], dict[str, Any]]:
+def trl_rollout_counts(grpo: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     """The step counts of TRL's own rollouts (its generate, or its vLLM server), which train on every completion
     of a step: each process counts its share of the step's prompts_per_step x num_generations completions (its
     slice of the batch), so that their sum over the processes (hardex.checkpoints.summed_over_processes) is the step's."""
     import torch.distributed as dist
 
-    per_step = g["prompts_per_step"] * g["num_generations"]
+    per_step = completions_per_step(grpo)
 
     def counts() -> dict[str, Any]:
         processes = dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
@@ -240,7 +239,7 @@ def train_grpo(
     model_path: str,
     rows: list[dict[str, Any]],
     reward,
-    g: dict[str, Any],
+    grpo: dict[str, Any],
     seed: int,
     run_dir: Path,
     final_dir: Path,
@@ -253,63 +252,59 @@ def train_grpo(
 
     `rows` have `prompt` (the rendered model input) and `answer`. `reward` is the run's reward as data, a
     hardex.controls.RewardSpec (the task's scorer or reward hook times the reward scale, or a control's reward),
-    built into its function here and, with `g["processes"]` > 1, in each of the processes accelerate runs the
+    built into its function here and, with `grpo["processes"]` > 1, in each of the processes accelerate runs the
     trainer in (hardex.launch, hardex.train_worker); or, in one process only, a function `reward(completion,
     answer, prompt)` (one with a `batch` method scores each step's completions together). `identity` says what
     else decides the run's content (the model's fingerprint, the scorer): checkpoints are resumed only when it,
     the settings, the seed and the data are all the same. `run_name` names the run in the tracker
-    `g["report_to"]` asks for (hardex.tracking).
+    `grpo["report_to"]` asks for (hardex.tracking).
     """
-    if callable(reward) and g["processes"] > 1:
+    if callable(reward) and grpo["processes"] > 1:
         raise ValueError("training in several processes (grpo.processes) hands each the reward as data: a "
                          "hardex.controls.RewardSpec, not a function")
     # built here in any case: a reward that cannot be built (a reward hook) stops the job before anything is written
     reward_fn = reward if callable(reward) else reward.function(seed)
-    steps_total = run_steps(g, len(rows))
-    rows_per_epoch(rows, g)  # a subset too small for one step is refused before anything is written
-    if why := past_horizon(g, steps_total):  # epochs over a subset only the data sizes; max_steps at planning
+    steps_total = run_steps(grpo, len(rows))
+    rows_per_epoch(rows, grpo)  # a subset too small for one step is refused before anything is written
+    if why := past_horizon(grpo, steps_total):  # epochs over a subset only the data sizes; max_steps at planning
         raise TrainingError(f"grpo: {why}")
     ckpt_dir = run_dir / "checkpoints"
     # `auto` precision differs by machine: resolved once, here (the checkpoints hold it); the server, the
     # launcher and every training process take the resolved value. Asked without starting CUDA: a vllm-server
     # run narrows the training GPUs below, and the driver reads CUDA_VISIBLE_DEVICES once, when it starts
-    precision = training_precision(g, use_cpu=not cuda_available())
-    log(f"precision {precision}" + (" (auto)" if g["precision"] == "auto" else " (grpo.precision)"))
-    g = {**g, "precision": precision}
+    precision = training_precision(grpo, use_cpu=not cuda_available())
+    log(f"precision {precision}" + (" (auto)" if grpo["precision"] == "auto" else " (grpo.precision)"))
+    grpo = {**grpo, "precision": precision}
     data = [(r["prompt"], r["answer"]) for r in rows]
-    step, recorded = resume_point(ckpt_dir, model_path, data, g, seed, identity, steps_total, log)
+    step, recorded = resume_point(ckpt_dir, model_path, data, grpo, seed, identity, steps_total, log)
     resume = f"{ckpt_dir}/checkpoint-{step}" if step is not None else None
     t0 = time.time()
     if step is not None and step >= steps_total:
         # Trainer.train resumed from the last step trains one step more (it checks the end only after a
         # step): a finished run publishes its last checkpoint as it is
         log(f"{resume} is the run's last step: publishing it, nothing to train")
-        return publish(Path(resume), final_dir, steps_file, t0, log, g["save_steps"])
+        return publish(Path(resume), final_dir, steps_file, t0, log, grpo["save_steps"])
     log(f"resuming from {resume} ({recorded} steps recorded)" if resume else "training from the base model")
 
     server = contextlib.nullcontext({})
-    if g["rollouts"] == "vllm-server":  # a vLLM server on GPUs of the job's own (TRL's server mode)
-        from hardex.vllm_server import serve_rollouts
-
-        server = serve_rollouts(model_path, g, log)
+    if grpo["rollouts"] == "vllm-server":  # a vLLM server on GPUs of the job's own (TRL's server mode)
+        server = vllm_server.serve_rollouts(model_path, grpo, log)
     with server as served:
-        trainer_args = {**tracker_args(g["report_to"], run_name or run_dir.name, run_dir), **served}
-        if g["processes"] > 1:
-            from hardex.launch import launch_training
-
-            spec = {"model_path": model_path, "rows": rows, "reward": dataclasses.asdict(reward), "g": g,
+        trainer_args = {**tracker_args(grpo["report_to"], run_name or run_dir.name, run_dir), **served}
+        if grpo["processes"] > 1:
+            spec = {"model_path": model_path, "rows": rows, "reward": dataclasses.asdict(reward), "g": grpo,
                     "seed": seed, "ckpt_dir": str(ckpt_dir), "resume": resume, "steps_total": steps_total,
                     "trainer_args": trainer_args}
-            launch_training(spec, ckpt_dir / "launch.json", g["processes"], g["distributed"], log)
+            launch_training(spec, ckpt_dir / "launch.json", grpo["processes"], grpo["distributed"], log)
         else:
-            fit(model_path, rows, reward_fn, g, seed, ckpt_dir, resume, steps_total, trainer_args)
+            fit(model_path, rows, reward_fn, grpo, seed, ckpt_dir, resume, steps_total, trainer_args)
     last = checkpoint_steps(ckpt_dir)
     if not last or last[-1] < steps_total:  # a run that stopped early must not pass for a finished one
         raise TrainingError(f"training stopped at step {last[-1] if last else 0} of {steps_total}")
-    return publish(ckpt_dir / f"checkpoint-{last[-1]}", final_dir, steps_file, t0, log, g["save_steps"])
+    return publish(ckpt_dir / f"checkpoint-{last[-1]}", final_dir, steps_file, t0, log, grpo["save_steps"])
 
 
-def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, str, str], float], g: dict[str, Any],
+def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, str, str], float], grpo: dict[str, Any],
         seed: int, ckpt_dir: Path, resume: str | None, steps_total: int, trainer_args: dict) -> None:
     """TRL's GRPOTrainer from `resume` (or the base model) to step `steps_total`, its last step a checkpoint:
     in this process, or in each of the processes accelerate started (hardex.train_worker). Only the main
@@ -325,16 +320,16 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     # refused here on a CPU, before the model loads
-    quantized = quantization_config(g["quantization"], use_cpu, torch_dtype(training_precision(g, use_cpu)))
+    quantized = quantization_config(grpo["quantization"], use_cpu, torch_dtype(training_precision(grpo, use_cpu)))
     # the GRPOConfig first: under ZeRO 3 it registers DeepSpeed's init hook (transformers'
     # is_deepspeed_zero3_enabled), so that from_pretrained loads each process's shard, not the whole model
-    args = grpo_args(g, seed, ckpt_dir, use_cpu, steps_total, trainer_args)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=policy_dtype(g, use_cpu), quantization_config=quantized)
+    args = grpo_args(grpo, seed, ckpt_dir, use_cpu, steps_total, trainer_args)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=policy_dtype(grpo, use_cpu), quantization_config=quantized)
     peft_config = None
-    if g["finetune"] == "lora":
+    if grpo["finetune"] == "lora":
         from peft import LoraConfig
 
-        lora = g["lora"]
+        lora = grpo["lora"]
         check_lora_targets(model, lora["target_modules"], model_path)
         peft_config = LoraConfig(r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
                                  target_modules=lora["target_modules"], task_type="CAUSAL_LM")
@@ -346,21 +341,19 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         return [reward_fn(c, a, p) for p, c, a in zip(prompts, completions, answer)]
 
     reward.__name__ = "correct"
-    dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows_per_epoch(rows, g)])
+    dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows_per_epoch(rows, grpo)])
     rollouts = None
-    if g.get("online_filtering") and g["rollouts"] in ("trl", "vllm-server"):
+    if grpo.get("online_filtering") and grpo["rollouts"] in ("trl", "vllm-server"):
         raise TrainingError("online filtering refills steps in hardex's rollout function; set grpo.rollouts to "
-                            f"hardex or vllm, not {g['rollouts']}")
-    if g["rollouts"] == "vllm":
-        from hardex.generation.vllm_backend import require_vllm
-
+                            f"hardex or vllm, not {grpo['rollouts']}")
+    if grpo["rollouts"] == "vllm":
         require_vllm()  # fail before the first step, saying how to install it
-    if g["rollouts"] in ("hardex", "vllm"):
+    if grpo["rollouts"] in ("hardex", "vllm"):
         os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # TRL warns that rollout_func is experimental
-        rollouts = HardexRollouts(g, seed, rollout_generator(g, seed), rows, reward_fn)
+        rollouts = HardexRollouts(grpo, seed, rollout_generator(grpo, seed), rows, reward_fn)
         counts = rollouts.counts
     else:  # TRL's generate, or its vLLM server: every completion of the step is trained on
-        counts = trl_rollout_counts(g)
+        counts = trl_rollout_counts(grpo)
     trainer = _trainer_class()(
         model=model,
         reward_funcs=reward,
@@ -370,7 +363,7 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         peft_config=peft_config,
         callbacks=[step_recorder(ckpt_dir / STEP_RECORD, counts)],
         rollout_func=rollouts,
-        schedule_steps=schedule_horizon(g, steps_total),
+        schedule_steps=schedule_horizon(grpo, steps_total),
     )
     try:
         trainer.train(resume_from_checkpoint=resume)

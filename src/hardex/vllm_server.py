@@ -18,9 +18,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from typing import Any, Iterator
 
+from hardex.devices import gpu_share, memory_utilization, node_gpus
 from hardex.launch import free_port
+from hardex.precision import DTYPE_NAMES, resolve_precision
 
 
 class ServerError(RuntimeError):
@@ -39,9 +43,6 @@ def split_gpus(visible: list[str], processes: int, server_gpus: int) -> tuple[li
 def server_command(model_path: str, g: dict[str, Any], port: int) -> list[str]:
     """`trl vllm-serve` for the run's model: tensor parallel over its GPUs, the engine settings of
     generation.vllm, sampling in the dtype the policy computes in (grpo.precision, hardex.precision)."""
-    from hardex.devices import gpu_share, memory_utilization
-    from hardex.precision import DTYPE_NAMES, resolve_precision
-
     vllm = g.get("vllm") or {}
     dtype = DTYPE_NAMES[resolve_precision(g.get("precision", "auto"), use_cpu=False)]
     cmd = [sys.executable, "-m", "trl.cli.main", "vllm-serve", "--model", str(model_path), "--host", "127.0.0.1",
@@ -62,9 +63,6 @@ def wait_for_server(server: subprocess.Popen, port: int, timeout: float = SERVER
                     interval: float = 1.0) -> None:
     """Until the server answers GET /health (TRL's check): a server that exits first fails the job at once,
     with its exit status, instead of TRL waiting out its whole timeout."""
-    import time
-    import urllib.request
-
     t0 = time.time()
     while True:
         if server.poll() is not None:
@@ -92,8 +90,6 @@ def serve_rollouts(model_path: str, g: dict[str, Any], log=print, command: list[
     The job's GPUs are the ones hardex.devices claimed (CUDA_VISIBLE_DEVICES) or, unset, the node's.
     `command` and `port`: another server in place of `trl vllm-serve` (the tests' stand-in).
     """
-    from hardex.devices import node_gpus
-
     if command is None and importlib.util.find_spec("vllm") is None:
         raise ServerError("grpo.rollouts: vllm-server needs vllm in the training environment (pip install 'hardex[vllm]')")
     visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip() not in ("", "-1")] \

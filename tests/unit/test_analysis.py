@@ -313,7 +313,7 @@ def test_subsets_carry_the_learnable_pct_expected_before_training(one_seed, resu
     assert _row(s, model="m1", task="t1", strategy="easy")["expected_learnable_pct"] == 0.0  # all right: none
     mixed = [1 - r**8 - (1 - r) ** 8 for r in (0.0, 0.25, 0.5, 0.75, 1.0)]
     assert _row(s, model="m2", task="t1", strategy="pool")["expected_learnable_pct"] == pytest.approx(20 * sum(mixed))
-    learn = tables.build_tables(results, probes, subsets, n_boot=50, generations={"m1": 4, "m2": 8})["learnable"][0]
+    learn = tables.build_tables(results, probes, subsets, n_boot=50, group_sizes={"m1": 4, "m2": 8})["learnable"][0]
     assert {"learnable_pct", "expected_learnable_pct"} <= set(learn.columns)
     assert _row(learn, model="m1", task="t1", strategy="hard")["expected_learnable_pct"] == 0.0
     assert "expected_learnable_pct" not in tables.build_tables(results, probes, subsets, n_boot=50)["learnable"][0].columns
@@ -395,7 +395,7 @@ def test_each_run_is_compared_with_the_base_of_its_own_seed(tmp_path):
 
 def test_table_2_puts_the_posteriors_prediction_beside_the_raw_one(one_seed, results):
     probes, subsets = loading.load_pool(one_seed["probes"], one_seed["subsets"])
-    learn = tables.build_tables(results, probes, subsets, n_boot=50, generations={"m1": 4, "m2": 8})["learnable"]
+    learn = tables.build_tables(results, probes, subsets, n_boot=50, group_sizes={"m1": 4, "m2": 8})["learnable"]
     hard = _row(learn[0], model="m1", task="t1", strategy="hard")
     assert hard["expected_learnable_pct"] == 0.0 and 0 < hard["expected_learnable_pct_posterior"] < 100
     assert "expected_learnable_pct_posterior" in learn[1] and "Beta posterior" in learn[1]

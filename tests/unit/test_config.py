@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from hardex.config import ConfigError, check_config
+from hardex.settings import SCHEMA
 from tests.support import ROOT, with_key
 
 HUB = ROOT / "tests" / "fixtures" / "hub"
@@ -267,7 +268,7 @@ def test_no_two_outputs_share_a_path():
     assert len(patterns) >= 12
     import yaml
 
-    allowed = yaml.safe_load((ROOT / "schemas" / "config.schema.yaml").read_text())["$defs"]["name"]["pattern"]
+    allowed = yaml.safe_load(SCHEMA.read_text())["$defs"]["name"]["pattern"]
     candidates = ["a", "a-1", "a_1", "base", "samples", "seed1", "chunks", "pool", "a.samples", "a.chunks", "a.tsv"]
     names = [n for n in candidates if re.fullmatch(allowed, n)]  # every name a config may use
     paths: dict[str, tuple] = {}

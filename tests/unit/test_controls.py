@@ -13,9 +13,9 @@ import pytest
 
 from hardex.config import ConfigError, check_config
 from hardex.controls import (RandomReward, control_notices, derangement, format_reward, format_score, reads_an_answer,
-                             run_reward, shuffled_rows)
+                             reward_line, run_reward, shuffled_rows)
 from hardex.report import loading, tables
-from hardex.selection import offline_strategy, run_strategy_parts, strategy_sort_key
+from hardex.selection import CONTROLS, RunName, strategy_sort_key
 from hardex.settings import run_strategies
 from hardex.tasks import get_task
 
@@ -178,19 +178,39 @@ def test_run_reward_picks_the_control_and_keeps_the_true_reward_otherwise():
 
 # ---- names and config ------------------------------------------------------------------------------
 
-def test_run_strategy_names_parse_into_subset_online_and_control():
-    assert run_strategy_parts("full_shuffled") == ("full", False, "shuffled")
-    assert run_strategy_parts("hard_format") == ("hard", False, "format")
-    assert run_strategy_parts("hard_online") == ("hard", True, None)
-    assert run_strategy_parts("tier_low_random_format") == ("tier_low_random", False, "format")
-    assert run_strategy_parts("tier_format") == ("tier_format", False, None)  # a tier named format
-    assert run_strategy_parts("full_random_reward") == ("full", False, "random_reward")
-    assert run_strategy_parts("tier_low_random") == ("tier_low_random", False, None)  # a tier's random draw
-    assert run_strategy_parts("tier_low_random_reward") == ("tier_low", False, "random_reward")
-    assert offline_strategy("full_shuffled") == ("full", False)  # the subset a control trains on
+def test_run_names_parse_into_subset_online_and_control_and_are_written_back():
+    named = {
+        "full_shuffled": RunName("full", control="shuffled"),  # trains on full's subset
+        "hard_format": RunName("hard", control="format"),
+        "hard_online": RunName("hard", online=True),
+        "tier_low_random_format": RunName("tier_low_random", control="format"),
+        "tier_format": RunName("tier_format"),  # a tier named format
+        "tier_format_format": RunName("tier_format", control="format"),
+        "tier_online": RunName("tier_online"),  # a tier named online
+        "tier_online_online": RunName("tier_online", online=True),
+        "full_random_reward": RunName("full", control="random_reward"),
+        "tier_low_random": RunName("tier_low_random"),  # a tier's random draw
+        "tier_low_random_reward": RunName("tier_low", control="random_reward"),
+        "hard": RunName("hard"),
+    }
+    for name, run in named.items():
+        assert RunName.parse(name) == run and str(run) == name
     order = sorted(["full_format", "hard_shuffled", "full", "hard_online", "hard", "full_shuffled", "hard_format"],
                    key=strategy_sort_key)
     assert order == ["hard", "hard_online", "hard_shuffled", "hard_format", "full", "full_shuffled", "full_format"]
+
+
+@pytest.mark.parametrize("online,control", [(True, "format"), (False, "spurious")])
+def test_a_run_name_of_no_run_is_refused(online, control):
+    with pytest.raises(ValueError, match="no run 'hard'"):
+        RunName("hard", online=online, control=control)
+
+
+def test_every_control_has_its_reward_and_its_log_line():
+    task = get_task("addition", "lenient")
+    for control in CONTROLS:
+        assert run_reward(control, task, 1.0)("\\boxed{12}", "12", None) in (0.0, 0.25, 0.5, 0.75, 1.0)
+        assert reward_line(control, 1.0).startswith("reward: ")
 
 
 def test_controls_become_runs_of_their_strategies_subsets(smoke_config):
@@ -273,7 +293,7 @@ def test_gain_beyond_a_control_with_one_seed_is_bootstrapped_over_test_questions
 def two_step_run(tiny_model, smoke_config):
     """GRPO settings for two steps of 4 prompts x 8 completions, arith's flexible task (it reads the digits
     the tiny model writes now and then: some rewards are 1) and 8 of its rendered rows."""
-    from hardex.workflow import renderer
+    from hardex.job import renderer
 
     g = check_config(copy.deepcopy(smoke_config))["grpo"]
     g.update(max_steps=2, save_steps=2, num_generations=8, prompts_per_step=4, max_completion_length=16)

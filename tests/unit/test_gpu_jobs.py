@@ -19,7 +19,7 @@ import torch
 from hardex import devices
 from hardex.generation import Sampling
 from hardex.generation.vllm_backend import VLLMGenerator, engine_kwargs
-from hardex.workflow import job_log
+from hardex.job import job_log
 
 
 class CharTokenizer:

@@ -8,8 +8,8 @@ import polars as pl
 import pytest
 
 from hardex.report import tables
-from hardex.report.headline import PREFERENCE, headline_table
-from hardex.selection import CONTROLS, control_run
+from hardex.report.headline import headline_table
+from hardex.selection import CONTROL_PREFERENCE, CONTROLS, RunName
 from tests.unit.test_controls import results
 
 RANDOM_REWARD = next(c for c in CONTROLS if c.startswith("random"))  # its name is selection's to choose
@@ -108,14 +108,14 @@ def test_a_strategy_with_a_control_is_read_beyond_it_even_when_another_gained_mo
 def _controlled(beyond: dict[str, list[int]], seeds: int = 3) -> dict:
     """full ends 9 of 10 with every seed; each control of `beyond` ends with its list's counts."""
     final = {("full", s): 9 for s in range(seeds)}
-    return final | {(control_run("full", c), s): r for c, by_seed in beyond.items() for s, r in enumerate(by_seed)}
+    return final | {(str(RunName("full", control=c)), s): r for c, by_seed in beyond.items() for s, r in enumerate(by_seed)}
 
 
 def test_the_headline_reads_the_control_that_trained_and_leaves_the_least_beyond():
     # format leaves the least beyond (it ends 8, 8, 8) but its groups mixed on 10 % of steps against 60 %:
     # it did not train; of the others, shuffled (ends 7) leaves less than the random reward (ends 6)
     final = _controlled({"format": [8, 8, 8], "shuffled": [7, 7, 7], RANDOM_REWARD: [6, 6, 6]})
-    learnable = {"full": 60, "full_format": 10, "full_shuffled": 40, control_run("full", RANDOM_REWARD): 70}
+    learnable = {"full": 60, "full_format": 10, "full_shuffled": 40, str(RunName("full", control=RANDOM_REWARD)): 70}
     rows, note = headline(final, learnable=learnable)
     full = rows["full"]
     assert full["control"] == "full_shuffled" and full["beyond_form"] == pytest.approx(20.0)
@@ -137,10 +137,10 @@ def test_a_control_that_did_not_train_does_not_show_a_gain_beyond_it():
 
 
 def test_on_a_tie_the_random_reward_control_is_read_first_then_format():
-    assert PREFERENCE[:3] == (RANDOM_REWARD, "format", "shuffled")
+    assert CONTROL_PREFERENCE[:3] == (RANDOM_REWARD, "format", "shuffled")
     tie = {c: [6, 6, 6] for c in CONTROLS}
     rows, _ = headline(_controlled(tie), learnable={"full": 50})
-    assert rows["full"]["control"] == control_run("full", RANDOM_REWARD)
+    assert rows["full"]["control"] == str(RunName("full", control=RANDOM_REWARD))
     rows, _ = headline(_controlled({"shuffled": [6, 6, 6], "format": [6, 6, 6]}), learnable={"full": 50})
     assert rows["full"]["control"] == "full_format"
 

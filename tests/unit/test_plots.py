@@ -153,9 +153,11 @@ def test_a_control_run_keeps_its_strategys_colour_and_takes_its_own_line():
     assert strategy_color("hard_shuffled") == strategy_color("hard") == strategy_color("hard_online")
     styles = {strategy_linestyle(s) for s in ("hard", "hard_shuffled", "hard_format", "hard_random_reward")}
     assert len(styles) == 4 and strategy_linestyle("hard_online") == "-"
-    from hardex.selection import CONTROLS
+    from hardex.selection import CONTROLS, RunName
 
-    assert {strategy_linestyle(f"full_{c}") for c in CONTROLS} <= styles  # every control has its line
+    # every control has a line of its own, none the strategies' solid one
+    own = [strategy_linestyle(str(RunName("full", control=c))) for c in CONTROLS]
+    assert len({str(style) for style in own}) == len(CONTROLS) and "-" not in own
 
 
 def test_one_call_draws_every_figure_its_paths_name(tmp_path):

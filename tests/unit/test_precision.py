@@ -276,7 +276,7 @@ def test_fit_counts_trls_rollouts_with_the_per_process_share(tmp_path, tiny_mode
 
 def test_the_work_identity_of_a_bf16_and_an_fp32_probe_differ(tiny_model, monkeypatch, card):
     from hardex import devices
-    from hardex.workflow import work_identity
+    from hardex.job import work_identity
 
     model = {"path": str(tiny_model), "dtype": "auto"}
     task = types.SimpleNamespace(name="swaps", scoring="lenient")

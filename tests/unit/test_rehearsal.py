@@ -9,9 +9,9 @@ import yaml
 
 from hardex.config import ConfigError, check_config
 from hardex.rehearsal import POOL_ROWS, RehearsalError, rehearsal_config
-from hardex.rehearsal.scoring import seeded_pass_rate
 from hardex.settings import grpo_settings
 from hardex.tasks import get_task
+from hardex.tasks.seeded import seeded_pass_rate
 from tests.support import BUILT_CONFIG, ROOT
 
 PRESETS = sorted((ROOT / "experiments").glob("*.yaml"))

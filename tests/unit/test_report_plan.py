@@ -122,7 +122,7 @@ def test_the_params_the_report_rules_share():
     assert plan.rescoring(cfg) == {"benchmarks": ["swaps/test"], "families": {"swaps/test": "swaps"},
                                    "scorings": {"swaps": "lenient"}}
     assert plan.stats(cfg) == {"ci_level": 0.95, "iterations": 2000, "seed": 0}
-    assert plan.generations(cfg) == {"tiny": 4}
+    assert plan.group_sizes(cfg) == {"tiny": 4}
     assert plan.banner(cfg) is None
     assert plan.figure_style(cfg) == {"dpi": 150, "font_size": 10, "panel_height": 3.2, "panel_width": 4.5,
                                       "rolling_window": 5, "banner": None}

@@ -162,8 +162,8 @@ def test_the_prompt_and_hook_reach_the_settings_of_the_jobs_they_change(smoke_co
 
 def test_the_template_and_system_prompt_reach_the_chat_template(tmp_path):
     from hardex.architectures import standin_spec
+    from hardex.job import renderer
     from hardex.rehearsal.standin import standin_tokenizer
-    from hardex.workflow import renderer
 
     spec = standin_spec("Qwen/Qwen3-4B")  # Qwen3's chat template on a tiny tokenizer
     standin_tokenizer(spec["chat_template"], spec).save_pretrained(tmp_path / "tok")

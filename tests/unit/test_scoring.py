@@ -14,7 +14,8 @@ import threading
 import pytest
 
 from hardex.tasks import REGISTRY, STRICT_FAMILIES, Task, get_task, last_boxed
-from hardex.tasks.bbh import HINT, VARIANTS, option_letter, render_bbh
+from hardex.tasks.bbh import HINT, option_letter
+from hardex.tasks.hub_formats import VARIANTS, render_bbh
 from hardex.tasks.math import math_equal
 from hardex.tasks.numbers import is_plain_number, parse_number
 from hardex.tasks.released import released_last_box, released_shuffled_objects_correct

@@ -83,7 +83,7 @@ def test_the_canonical_form_of_each_family():
     assert arith.problem_key(q("5. Add 3. Subtract 2")) != arith.problem_key(q("5. Subtract 3. Add 2"))
     compact = "Alice:red Bob:blue Claire:green. Swaps: Alice-Bob, Claire-Bob. Claire has? (A) red (B) blue (C) green"
     listed_otherwise = "Bob:blue Claire:green Alice:red. Swaps: Bob-Alice, Bob-Claire. Claire has? (A) blue"
-    from hardex.tasks.bbh import render_bbh
+    from hardex.tasks.hub_formats import render_bbh
 
     bbh, _, _ = render_bbh(["Alice", "Bob", "Claire"], ["red present", "blue present", "green present"],
                            [(1, 0), (2, 1)], 2, "present")

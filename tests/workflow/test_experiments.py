@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 import yaml
 
-from hardex.settings import run_strategies
+from hardex.settings import SCHEMA, run_strategies
 from tests.support import BUILT_CONFIG, ROOT, snakemake, stub_hub_cache, write_config
 
 EXPERIMENTS = ROOT / "experiments"
@@ -159,7 +159,7 @@ def test_paper_settings_are_written_out():
         assert cfg["models"].keys() == paper["models"].keys()
         assert cfg["datasets"] == paper["datasets"] and cfg["selection"] == paper["selection"]
         # every GRPO key of the schema is set explicitly: nothing is left to a default
-        schema = yaml.safe_load((ROOT / "schemas" / "config.schema.yaml").read_text())
+        schema = yaml.safe_load(SCHEMA.read_text())
         assert set(cfg["grpo"]) == set(schema["$defs"]["grpo"]["properties"])
 
 

@@ -13,6 +13,8 @@ from hardex.generation.sampling import Sampling
 
 def load_generator(backend: str, model_path: str, **kwargs):
     """The generator for a config backend name (`transformers` or `vllm`)."""
+    # deferred: only the backend asked for. This file runs for every importer of hardex.generation.sampling (the
+    # memory plan at planning; the light jobs, through hardex.job), and hardex.generation.hf imports numpy
     if backend == "transformers":
         from hardex.generation.hf import HFGenerator
 

@@ -99,7 +99,6 @@ def _prealloc_layer_class():
     """A DynamicLayer that writes into a buffer allocated once for the whole generation instead of
     concatenating a new tensor every step (DynamicLayer's torch.cat copies the whole cache at each
     token: a third of the decode time of a small model on CPU)."""
-    import torch
     from transformers.cache_utils import DynamicLayer
 
     class PreallocLayer(DynamicLayer):

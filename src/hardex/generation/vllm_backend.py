@@ -38,6 +38,7 @@ Nothing here imports vllm at module import time; only creating a generator needs
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import importlib.util
 import json
@@ -295,8 +296,6 @@ class VLLMGenerator:
         """Drop the engine and free what vLLM gives back (not always all of it, inside one process)."""
         if self.llm is None:
             return
-        import gc
-
         # the engine core's own teardown: it stops an engine process, and in this process it gives the
         # KV cache and weights back (vLLM freezes them from the collector at start)
         self.llm.llm_engine.engine_core.shutdown()

@@ -4,15 +4,16 @@
 architecture, hardex.rehearsal.standin), tasks, strategies, scoring, tiers, epochs, evaluation and
 report, with each hub dataset replaced by a few generated rows in its own format
 (hardex.rehearsal.samples), runs cut to a few short steps, one seed, and the task's scorer wrapped by
-a seeded one (hardex.rehearsal.scoring) so that everything that depends on rewards runs too. The
-`hardex-rehearse` command (`main`) writes it and runs the workflow on it:
+a seeded one (`scoring: rehearsal+<scoring>`, hardex.tasks.seeded) so that everything that depends on
+rewards runs too. The `hardex-rehearse` command (`main`) writes it and runs the workflow on it:
 
     hardex-rehearse experiments/hard_examples_paper.yaml            # writes and runs rehearsals/hard_examples_paper/
     hardex-rehearse experiments/difficulty_limits.yaml -n           # any further arguments go to snakemake
     hardex-rehearse --quick experiments/hard_examples_paper.yaml    # one strategy, one model per class (what CI runs)
 
 The rehearsal's config is written to <dir>/config.yaml and runs there (snakemake --directory <dir>), so
-its results never mix with a real run's; running the command again resumes it as Snakemake does.
+its results never mix with a real run's; running the command again resumes it as Snakemake does. The
+workflow is the working directory's Snakefile (run it in the checkout) or the one --snakefile names.
 """
 
 from __future__ import annotations
@@ -28,8 +29,13 @@ from typing import Any
 
 import yaml
 
+from hardex.architectures import config_of, known
+from hardex.checkout import workflow_file
 from hardex.rehearsal.samples import sample_split
-from hardex.rehearsal.scoring import PREFIX as SCORING_PREFIX
+from hardex.schedule import completions_per_step
+from hardex.selection import RunName
+from hardex.settings import SYNTHETIC_FAMILIES, schema_defaults
+from hardex.tasks.seeded import PREFIX as SCORING_PREFIX
 
 #: rows per split in a rehearsal: a pool large enough that a 10 % budget selects a step's prompts
 POOL_ROWS, OTHER_ROWS, SFT_ROWS = 20, 6, 64
@@ -43,8 +49,6 @@ class RehearsalError(ValueError):
 
 def _model(name: str, m: dict[str, Any]) -> dict[str, Any]:
     """A model entry's stand-in: hub and GGUF models become `standin` of their architecture; built ones stay."""
-    from hardex.architectures import known
-
     if m.get("path") == "build":  # built here already: the same Qwen3 at the stand-ins' size, barely warm-started
         m = copy.deepcopy(m)
         build = m.setdefault("build", {})
@@ -66,8 +70,6 @@ def _absolute(value: Any, base: Path) -> Any:
 
 def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
     """Every dataset split cut to a few rows: hub splits as generated rows of their format, others limited."""
-    from hardex.settings import SYNTHETIC_FAMILIES
-
     pools = {t["pool"] for t in cfg["tasks"].values()}
     sft = {r for m in cfg["models"].values() for r in (m.get("build") or {}).get("sft_from", [])}
     for ds, dcfg in cfg["datasets"].items():
@@ -92,31 +94,29 @@ def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
                 spec["limit"] = min(spec.get("limit") or n, n)
 
 
-def _grpo(g: dict[str, Any], whole: bool) -> None:
+def _grpo(grpo: dict[str, Any], whole: bool) -> None:
     """A few short steps, in one process, without 4-bit weights (both need GPUs). `whole`: the top-level
     section (every key); else a model's override (its own keys)."""
     for key, on_cpu in (("quantization", "none"), ("processes", 1), ("distributed", "multi_gpu")):
-        if key in g:
-            g[key] = on_cpu
+        if key in grpo:
+            grpo[key] = on_cpu
     short = {"max_steps": MAX_STEPS, "save_steps": 1, "max_completion_length": NEW_TOKENS}
     for key, value in short.items():
-        if whole or key in g:
-            g[key] = min(g.get(key, value), value)
-    if whole or "prompts_per_step" in g:
-        g["prompts_per_step"] = min(g.get("prompts_per_step", 1), PROMPTS_PER_STEP)
-    if g.get("epochs"):
-        g["save_steps"] = 4  # an epoch of a rehearsal pool is up to ten steps: a few checkpoints, not each one
+        if whole or key in grpo:
+            grpo[key] = min(grpo.get(key, value), value)
+    if whole or "prompts_per_step" in grpo:
+        grpo["prompts_per_step"] = min(grpo.get("prompts_per_step", 1), PROMPTS_PER_STEP)
+    if grpo.get("epochs"):
+        grpo["save_steps"] = 4  # an epoch of a rehearsal pool is up to ten steps: a few checkpoints, not each one
 
 
 def _fit_accumulation(cfg: dict[str, Any]) -> None:
     """gradient_accumulation_steps must divide a step's completions, which the rehearsal made fewer."""
-    from hardex.settings import schema_defaults
-
     defaults = schema_defaults("grpo")
     for m in cfg["models"].values():
-        g = {**defaults, **cfg["grpo"], **(m.get("grpo") or {})}
-        gas = math.gcd(g["gradient_accumulation_steps"], g["prompts_per_step"] * g["num_generations"])
-        if gas != g["gradient_accumulation_steps"]:
+        grpo = {**defaults, **cfg["grpo"], **(m.get("grpo") or {})}
+        gas = math.gcd(grpo["gradient_accumulation_steps"], completions_per_step(grpo))
+        if gas != grpo["gradient_accumulation_steps"]:
             m.setdefault("grpo", {})["gradient_accumulation_steps"] = gas
 
 
@@ -134,8 +134,6 @@ def _one_model_per_class(models: dict[str, Any]) -> dict[str, Any]:
     """Quick: of the models whose stand-ins run the same code (one model class, tied or untied embeddings,
     the same settings besides the size), the first. Qwen3-4B and Qwen3-14B, or three Qwen2.5 sizes, differ
     only in sizes that a stand-in makes the same: rehearsing each again costs jobs and tests nothing more."""
-    from hardex.architectures import config_of
-
     kept, seen = {}, set()
     for name, m in models.items():
         arch = config_of(m["architecture"]) or {} if m["path"] == "standin" else {}
@@ -198,7 +196,7 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
     # K probe samples under seeded rewards can leave the hardest or easiest subset unmixed by chance, where
     # the real model might not; its training rollouts, drawn afresh, mix (hardex.learnability's check runs)
     sel = cfg.setdefault("selection", {})
-    sel["allow_unlearnable"] = [*(sel.get("strategies") or []), *(f"{s}_online" for s in sel.get("online_strategies") or [])]
+    sel["allow_unlearnable"] = [*(sel.get("strategies") or []), *(str(RunName(s, online=True)) for s in sel.get("online_strategies") or [])]
     compute = cfg.setdefault("compute", {})
     # on this CPU, sized as the stand-ins are (size_b still says what the real model is, for the report)
     compute.update(gpu=0, gpu_memory_gb=None, mem_mb_per_b=0, runtime_min_per_b=0)
@@ -209,9 +207,6 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
 
 
 # ---- hardex-rehearse ----------------------------------------------------------------------------
-
-SNAKEFILE = Path(__file__).resolve().parents[3] / "Snakefile"
-
 
 def write_rehearsal(config: Path, directory: Path, quick: bool = False) -> Path:
     """Write the rehearsal of `config` (its config.yaml and sample rows) under `directory`; its config path."""
@@ -232,9 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, help="where the rehearsal runs (default rehearsals/<config name>)")
     parser.add_argument("--quick", action="store_true",
                         help="train only the first strategy, on one model of each class (every task and setting still runs)")
+    parser.add_argument("--snakefile", type=Path, help="the workflow's Snakefile (default: ./Snakefile)")
     args, snakemake_args = parser.parse_known_args(argv)
     directory = args.dir or Path("rehearsals") / args.config.stem
     try:
+        snakefile = workflow_file("Snakefile", "--snakefile", args.snakefile)  # before anything is written
         written = write_rehearsal(args.config, directory, args.quick)
     except (RehearsalError, OSError, yaml.YAMLError) as e:
         print(f"hardex-rehearse: {e}", file=sys.stderr)
@@ -242,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hardex-rehearse: the rehearsal of {args.config} is {written}; running it in {directory}/", file=sys.stderr)
     cores = [] if any(a in ("-c", "-j", "--cores", "--jobs") or a.startswith(("--cores=", "--jobs=")) for a in
                       snakemake_args) else ["--cores", "all"]
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(directory),
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(directory),
            "--configfile", str(written.resolve()), *cores, *snakemake_args]
     return subprocess.call(cmd)
 

@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hardex.architectures import config_of, standin_spec
+from hardex.models import build_tokenizer
+
 #: the stand-in's sizes: small enough for a CPU job of seconds, GQA kept where the real model has it
 SIZES = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
          "head_dim": 16, "max_position_embeddings": 4096}
@@ -31,8 +34,6 @@ def special_tokens(template: str, spec: dict[str, Any]) -> list[str]:
 
 def standin_tokenizer(template: str, spec: dict[str, Any]):
     """A byte-level BPE tokenizer (every text encodes) carrying the family's special tokens and template."""
-    from hardex.models import build_tokenizer
-
     # a few merges of ordinary words keep prompts short; what they are does not matter to a random model
     texts = [template, "the of and to in is that at the start of swap answer number"]
     return build_tokenizer(texts, 512, special_tokens(template, spec), eos=spec["eos"],
@@ -60,8 +61,6 @@ def build_standin(out_dir: str | Path, architecture: str, seed: int = 0, log=pri
     """Build and save the stand-in of `architecture` (a kept hub id); returns what standin.json records."""
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
-
-    from hardex.architectures import config_of, standin_spec
 
     t0 = time.time()
     real, spec = config_of(architecture), standin_spec(architecture)

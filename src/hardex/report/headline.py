@@ -15,14 +15,11 @@ from __future__ import annotations
 import polars as pl
 
 from hardex.report.statistics import DIFFERS
-from hardex.selection import CONTROLS, control_run, run_strategy_parts
+from hardex.selection import CONTROL_PREFERENCE, CONTROLS, RunName
 
 # the verdict words the headline and the pairwise table share (tables.pair_verdict)
 ONE_SEED = "one seed"  # how a verdict from a bootstrap over test questions starts: no claim across training runs
 
-# on ties of the gain beyond, the control to read: the random reward (no information at the true reward's
-# rate), then format, then shuffled: the reverse of CONTROLS' order
-PREFERENCE = tuple(reversed(CONTROLS))
 # a control trained when its groups mixed at least this share as often as its strategy's did
 TRAINED_SHARE = 0.5
 
@@ -54,10 +51,11 @@ def trained(strategy_pct: float | None, control_pct: float | None) -> bool:
 
 def pick_control(row: dict) -> str | None:
     """The control a Table 1 row is read against: of those that ran, the ones that trained (all, if none
-    did), the one against which the gain beyond is smallest (the most conservative), PREFERENCE on ties."""
+    did), the one against which the gain beyond is smallest (the most conservative), on ties the first of
+    CONTROL_PREFERENCE (hardex.selection)."""
     ran = [c for c in CONTROLS if row.get(f"beyond_{c}") is not None]
     fair = [c for c in ran if trained(row.get("learnable_pct"), row.get(f"learnable_{c}"))] or ran
-    return min(fair, key=lambda c: (row[f"beyond_{c}"], PREFERENCE.index(c)), default=None)
+    return min(fair, key=lambda c: (row[f"beyond_{c}"], CONTROL_PREFERENCE.index(c)), default=None)
 
 
 def verdict(row: dict) -> str:
@@ -109,7 +107,7 @@ def headline_table(gains: pl.DataFrame, pairwise: pl.DataFrame, level: float = 0
     pairs = {(r["model"], r["task"], r["strategy"], r["versus"]): r for r in pairwise.iter_rows(named=True)}
     rows, sentences = [], []
     for (model, task), cell in gains.group_by(["model", "task"], maintain_order=True):
-        cell = cell.filter(pl.col("strategy").map_elements(lambda s: run_strategy_parts(s)[2] is None,
+        cell = cell.filter(pl.col("strategy").map_elements(lambda s: RunName.parse(s).control is None,
                                                            return_dtype=pl.Boolean))
         if cell.height == 0:
             continue
@@ -121,7 +119,7 @@ def headline_table(gains: pl.DataFrame, pairwise: pl.DataFrame, level: float = 0
             row = {**{k: r[k] for k in ("model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_low",
                                         "gain_ci_high")},
                    "learnable_pct": r.get("learnable_pct"),
-                   "control": control_run(r["strategy"], control) if control else None,
+                   "control": str(RunName(r["strategy"], control=control)) if control else None,
                    "control_learnable_pct": r.get(f"learnable_{control}") if control else None,
                    "beyond_form": r.get(f"beyond_{control}") if control else None,
                    "beyond_form_ci_low": r.get(f"beyond_{control}_ci_low") if control else None,

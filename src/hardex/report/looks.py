@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from hardex.selection import run_strategy_parts, strategy_sort_key
+from hardex.selection import RunName, strategy_sort_key
 from hardex.sequential import BASE_RUN, Design, decide, runs_needing_seeds
 
 # paper 1's headline: the hardest subset against the easiest, the middle and a random one; base-wrong
@@ -28,8 +28,8 @@ def deciding_comparisons(run_strategies: Sequence[str], configured: Sequence[Seq
         return [(a, b) for a, b in configured]
     pairs = []
     for s in run_strategies:
-        subset, _, control = run_strategy_parts(s)
-        pairs.append((subset, s) if control else (s, BASE_RUN))
+        run = RunName.parse(s)
+        pairs.append((run.strategy, s) if run.control else (s, BASE_RUN))
     return pairs + [p for p in HEADLINE_PAIRS if p[0] in run_strategies and p[1] in run_strategies]
 
 

@@ -24,7 +24,7 @@ from hardex.io import atomic_path  # noqa: E402
 from hardex.metrics import sort_tiers  # noqa: E402
 from hardex.report.reference import map_names  # noqa: E402
 from hardex.report.statistics import confidence_band  # noqa: E402
-from hardex.selection import STRATEGIES, offline_strategy, run_strategy_parts, strategy_sort_key  # noqa: E402
+from hardex.selection import CONTROLS, STRATEGIES, RunName, strategy_sort_key  # noqa: E402
 
 # One colour per strategy in every figure (colour-blind-safe Tableau order, hard = red).
 STRATEGY_COLORS = {"hard": "#d62728", "medium": "#ff7f0e", "easy": "#2ca02c", "random": "#1f77b4",
@@ -40,8 +40,8 @@ DEFAULT_STYLE = {"dpi": 150, "font_size": 10, "panel_width": 4.5, "panel_height"
 
 
 def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
-    """A strategy's colour; an online run (<strategy>_online) shares its strategy's."""
-    strategy = offline_strategy(strategy)[0]
+    """A run's colour: its strategy's, which its online run and its control runs share."""
+    strategy = RunName.parse(strategy).strategy
     if strategy in STRATEGY_COLORS:
         return STRATEGY_COLORS[strategy]
     others = sorted(s for s in known if s not in STRATEGY_COLORS) or [strategy]
@@ -50,12 +50,13 @@ def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
 
 # a control run shares its strategy's colour and is told apart by its line (dotted lines are published runs)
 CONTROL_LINESTYLES = {None: "-", "shuffled": "-.", "format": (0, (5, 2)), "random_reward": ":"}
+assert set(CONTROL_LINESTYLES) == {None, *CONTROLS}  # a new control gets its line here
 
 
 def strategy_linestyle(strategy: str) -> Any:
     """A run's line: solid for a strategy (and its online run), dash-dot for its shuffled-reward control,
     dashed for its format control, dotted for its random-reward control."""
-    return CONTROL_LINESTYLES[run_strategy_parts(strategy)[2]]
+    return CONTROL_LINESTYLES[RunName.parse(strategy).control]
 
 
 def _style(style: dict[str, Any] | None) -> dict[str, Any]:
@@ -553,11 +554,12 @@ def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], styl
                     y, lo, hi = (float(r[c][0]) if r[c][0] is not None else math.nan
                                  for c in ("gain", "gain_ci_low", "gain_ci_high"))
                     err = np.array([[y - lo], [hi - y]])
-                    base, online = offline_strategy(strategy)
+                    run = RunName.parse(strategy)
+                    base = run.strategy
                     marker = MARKERS[(STRATEGIES.index(base) if base in STRATEGIES else k) % len(MARKERS)]
                     color = strategy_color(strategy, strategies)
                     ax.errorbar([x], [y], yerr=np.where(np.isfinite(err), err, 0), color=color, marker=marker,
-                                markerfacecolor="white" if online else color, markersize=8, capsize=3, lw=1.5,
+                                markerfacecolor="white" if run.online else color, markersize=8, capsize=3, lw=1.5,
                                 label=strategy)
                 ax.axhline(0, color="0.3", lw=0.8)
                 ax.set_xscale("log")
@@ -606,8 +608,8 @@ def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict
                 if strategy == "base":
                     ax.plot(x, y, color="black", ls="--", marker="o", lw=1.8, label="base model")
                     continue
-                _, online = offline_strategy(strategy)
                 color = strategy_color(strategy, strategies)
+                online = RunName.parse(strategy).online
                 ax.plot(x, y, color=color, marker="o", markerfacecolor="white" if online else color, lw=1.5,
                         label=f"{strategy} (final)")
                 null = [(k, r[f"null_pass@{k}"][0]) for k in ks if f"null_pass@{k}" in r.columns

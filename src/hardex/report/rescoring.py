@@ -26,8 +26,7 @@ from hardex.io import parquet_columns, read_parquet
 from hardex.report import AnalysisError
 from hardex.selection import strategy_sort_key
 from hardex.tasks import SCORINGS, STRICT_FAMILIES, get_task
-
-REHEARSAL_PREFIX = "rehearsal+"  # hardex.rehearsal.scoring.PREFIX (not imported: it would load the rehearsal)
+from hardex.tasks.seeded import PREFIX as REHEARSAL_PREFIX
 
 
 def scorers_of(family: str) -> list[str]:

@@ -12,16 +12,20 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
+from hardex.learnability import tie
 from hardex.metrics import accuracy_by_tier, expected_mixed, learnable_pct, sort_tiers, summarize
+from hardex.posterior import expected_mixed_posterior, with_posterior
 from hardex.report import AnalysisError
 from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
 from hardex.report.headline import DIFFERS, ONE_SEED, headline_table
 from hardex.report.reference import with_reference
 from hardex.report.loading import Results, load_overlaps
+from hardex.report.sharpening import pass_at_k_note, pass_at_k_table
 from hardex.report.statistics import bootstrap_mean_interval, bootstrap_means, percentile_interval, regression
 from hardex.report.statistics import bootstrap_p, holm, t_interval, t_test_p  # pairwise verdicts
 from hardex.report.statistics import seeds_and_questions_interval, seeds_needed  # intervals over questions, power
-from hardex.selection import BASE_SPLIT_STRATEGIES, BUDGET_STRATEGIES, run_strategy_parts, strategy_sort_key
+from hardex.selection import (BASE_SPLIT_STRATEGIES, BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, CONTROLS,
+                              FILTER_STRATEGIES, RunName, strategy_sort_key)
 
 RUN_KEYS = ["model", "task", "strategy", "seed"]
 CELL_KEYS = ["model", "task", "strategy"]
@@ -213,7 +217,7 @@ def pairwise_table(res: Results, summary: pl.DataFrame, level: float = 0.95, n_b
     data, so an uncorrected interval that excludes zero says less than it seems to."""
     gain_of, rows = gains_by_run(summary), []
     for (model, task), cell in summary.group_by(["model", "task"], maintain_order=True):
-        names = sorted({s for s in cell["strategy"] if run_strategy_parts(s)[2] is None}, key=strategy_sort_key)
+        names = sorted({s for s in cell["strategy"] if RunName.parse(s).control is None}, key=strategy_sort_key)
         family = []
         for i, a in enumerate(names):
             for b in names[i + 1:]:
@@ -257,9 +261,7 @@ def gain_beyond_controls(gains: pl.DataFrame, summary: pl.DataFrame, res: Result
     row's own: a control whose groups never mix never trained, and a gain beyond it says nothing. Null for
     control rows, online runs, strategies whose control did not run or shares no seed with them. Without
     any control run the table is returned unchanged."""
-    from hardex.selection import CONTROLS, control_run, run_strategy_parts
-
-    ran = {run_strategy_parts(s)[2] for s in summary["strategy"].unique()}
+    ran = {RunName.parse(s).control for s in summary["strategy"].unique()}
     present = [c for c in CONTROLS if c in ran]
     if not present or gains.height == 0:
         return gains
@@ -267,17 +269,18 @@ def gain_beyond_controls(gains: pl.DataFrame, summary: pl.DataFrame, res: Result
     learnable = {(m, t, s): v for m, t, s, v in summary.group_by(CELL_KEYS).agg(
         pl.col("learnable_pct").fill_nan(None).mean()).iter_rows()}  # null where no run recorded its steps
     columns: dict[str, list] = {"learnable_pct": [learnable.get(k) for k in gains.select(CELL_KEYS).iter_rows()]}
+    runs = [RunName.parse(s) for s in gains["strategy"]]
     for control in present:
         mean, low, high, control_learnable = [], [], [], []
-        for model, task, strategy in gains.select(CELL_KEYS).iter_rows():
-            _, online, own = run_strategy_parts(strategy)
-            d, lo, hi = (run_difference(res, gain_of, model, task, strategy, control_run(strategy, control),
-                                        level, n_boot, seed) if not online and own is None else (None,) * 3)
+        for (model, task, strategy), run in zip(gains.select(CELL_KEYS).iter_rows(), runs):
+            # a control run and an online run have no control run of their own
+            versus = str(RunName(run.strategy, control=control)) if not run.online and not run.control else None
+            d, lo, hi = (run_difference(res, gain_of, model, task, strategy, versus, level, n_boot, seed) if versus
+                         else (None,) * 3)
             mean.append(d)
             low.append(lo)
             high.append(hi)
-            control_learnable.append(learnable.get((model, task, control_run(strategy, control))) if d is not None
-                                     else None)
+            control_learnable.append(learnable.get((model, task, versus)) if d is not None else None)
         columns |= {f"beyond_{control}": mean, f"beyond_{control}_ci_low": low, f"beyond_{control}_ci_high": high,
                     f"learnable_{control}": control_learnable}
     return gains.with_columns([pl.Series(name, values, dtype=pl.Float64) for name, values in columns.items()])
@@ -430,24 +433,22 @@ def pool_distribution(probes: pl.DataFrame) -> pl.DataFrame:
             .sort(["model", "task", "pass_rate"]))
 
 
-def with_expected_mixed(probes: pl.DataFrame, subsets: pl.DataFrame, generations: dict[str, int]
+def with_expected_mixed(probes: pl.DataFrame, subsets: pl.DataFrame, group_sizes: dict[str, int]
                         ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Probe and subset rows with `expected_mixed` for each example, for the group size G of its
-    model's GRPO runs (`generations`: model -> G): from the raw count (`metrics.expected_mixed`), and as
+    model's GRPO runs (`group_sizes`: model -> G): from the raw count (`metrics.expected_mixed`), and as
     `expected_mixed_posterior` from the example's Beta posterior under a prior fitted to its pool
     (`posterior.expected_mixed_posterior`; each model x task's probe is one pool)."""
-    from hardex.posterior import expected_mixed_posterior, with_posterior
-
     def add(df: pl.DataFrame) -> pl.DataFrame:
         rows = zip(df["model"], df["pass_rate"], df["k"])
-        values = [expected_mixed(round(rate * k), k, generations[m]) for m, rate, k in rows]
+        values = [expected_mixed(round(rate * k), k, group_sizes[m]) for m, rate, k in rows]
         return df.with_columns(pl.Series("expected_mixed", values, dtype=pl.Float64))
 
     def add_posterior(pool: pl.DataFrame) -> pl.DataFrame:
         pool = with_posterior(pool.with_columns(n_correct=(pl.col("pass_rate") * pl.col("k")).round().cast(pl.Int64))
                               )[0]
-        g = generations[pool["model"][0]]
-        values = [expected_mixed_posterior(a, b, g) for a, b in zip(pool["posterior_a"], pool["posterior_b"])]
+        group_size = group_sizes[pool["model"][0]]
+        values = [expected_mixed_posterior(a, b, group_size) for a, b in zip(pool["posterior_a"], pool["posterior_b"])]
         return pool.select(*keep, pl.Series("expected_mixed_posterior", values, dtype=pl.Float64))
 
     probes = add(probes)
@@ -462,12 +463,12 @@ def with_expected_mixed(probes: pl.DataFrame, subsets: pl.DataFrame, generations
 
 
 def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame,
-                      generations: dict[str, int] | None = None) -> pl.DataFrame:
+                      group_sizes: dict[str, int] | None = None) -> pl.DataFrame:
     """Size and pass-rate summary of the pool ("pool" rows) and of each selected subset; with
-    `generations`, also the learnable % expected before any training (mean of `expected_mixed`)."""
+    `group_sizes`, also the learnable % expected before any training (mean of `expected_mixed`)."""
     cols = ["model", "task", "strategy", "seed", "pass_rate"]
-    if generations is not None:
-        probes, subsets = with_expected_mixed(probes, subsets, generations)
+    if group_sizes is not None:
+        probes, subsets = with_expected_mixed(probes, subsets, group_sizes)
         cols += ["expected_mixed", "expected_mixed_posterior"]
     pool = probes.with_columns(pl.lit("pool").alias("strategy"), pl.lit(0, dtype=pl.Int64).alias("seed"))
     both = pl.concat([pool.select(cols), subsets.select(cols)], how="vertical_relaxed")
@@ -476,7 +477,7 @@ def subset_pass_rates(probes: pl.DataFrame, subsets: pl.DataFrame,
             pl.col("pass_rate").mean().alias("mean_pass_rate"),
             pl.col("pass_rate").median().alias("median_pass_rate"), pl.col("pass_rate").min().alias("min_pass_rate"),
             pl.col("pass_rate").max().alias("max_pass_rate")]
-    if generations is not None:
+    if group_sizes is not None:
         aggs += [(100 * pl.col("expected_mixed").mean()).alias("expected_learnable_pct"),
                  (100 * pl.col("expected_mixed_posterior").mean()).alias("expected_learnable_pct_posterior")]
     aggs.append((pl.col("pass_rate").is_between(0, 1, closed="none").sum() / pl.col("seed").n_unique())
@@ -489,8 +490,6 @@ def subset_ties(probes: pl.DataFrame, subsets: pl.DataFrame) -> pl.DataFrame:
     """Per model x task x strategy, `tied_at`: the pass rate every seed's subset was drawn from when each
     is a random draw inside one tie of pass rates larger than itself (`learnability.tie`), else null.
     Two strategies tied at the same rate trained on the same kind of examples."""
-    from hardex.learnability import tie
-
     rows = []
     for (model, task, strategy), grp in subsets.group_by(CELL_KEYS):
         probe = probes.filter((pl.col("model") == model) & (pl.col("task") == task))
@@ -522,8 +521,6 @@ def rollout_budget(gains: pl.DataFrame, steps: pl.DataFrame, probes: pl.DataFram
     over seeds. Tokens where a step did not record them (TRL's own generate) are its mean completion
     length times its rollouts.
     """
-    from hardex.selection import BOUNDARY_STRATEGIES, FILTER_STRATEGIES, offline_strategy
-
     if steps.height == 0 or "rollouts_generated" not in steps.columns:
         return pl.DataFrame()
     steps = steps.with_columns(
@@ -541,7 +538,8 @@ def rollout_budget(gains: pl.DataFrame, steps: pl.DataFrame, probes: pl.DataFram
         probes = probes.with_columns(pl.lit(None, dtype=pl.Int64).alias("tokens"))
     probe_cost = probes.group_by("model", "task").agg(pl.col("k").sum().alias("pool_probe_rollouts"),
                                                       pl.col("tokens").sum().alias("pool_probe_tokens"))
-    reads_probe = [s for s in runs["strategy"].unique() if offline_strategy(s)[0] in BOUNDARY_STRATEGIES + FILTER_STRATEGIES]
+    reads_probe = [s for s in runs["strategy"].unique()
+                   if RunName.parse(s).strategy in BOUNDARY_STRATEGIES + FILTER_STRATEGIES]
     cells = runs.group_by(CELL_KEYS).agg(pl.col("train_rollouts", "discarded_rollouts", "generated_tokens",
                                                 "capped_steps").mean())
     cells = cells.join(probe_cost, on=["model", "task"], how="left").with_columns(
@@ -764,16 +762,15 @@ TABLES = {
 
 def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, level: float = 0.95,
                  n_boot: int = 2000, seed: int = 0, ref: pl.DataFrame | None = None,
-                 names: dict | None = None, generations: dict[str, int] | None = None,
+                 names: dict | None = None, group_sizes: dict[str, int] | None = None,
                  overlaps: pl.DataFrame | None = None,
                  margin: float = EQUIVALENCE_MARGIN, rescored: tuple[pl.DataFrame, str] | None = None,
                  power: dict[str, Any] | None = None) -> dict[str, tuple[pl.DataFrame, str]]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
-    the learnable % expected from the probe beside the measured one when `generations` (model -> G) is;
+    the learnable % expected from the probe beside the measured one when `group_sizes` (model -> G) is;
     `margin`: report.equivalence_margin, in points, of the catch-up and pairwise tables' equivalence tests;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
     `power` is the config's report.power (power, alpha, max_seeds) for the power table."""
-    from hardex.report.sharpening import pass_at_k_note, pass_at_k_table
     summary = run_summary(res)
     pct = f"{round(100 * level)} %"
     gains = gain_table(res, level, n_boot, seed, summary)
@@ -784,7 +781,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     split = base_split_table(gains, subsets)
     tiers = tier_table(res)
     pool = pool_distribution(probes)
-    subs = subset_pass_rates(probes, subsets, generations)
+    subs = subset_pass_rates(probes, subsets, group_sizes)
     budget = rollout_budget(gains, res.steps, probes)
     tost_pct, alpha = f"{round(100 * max(0.0, 1 - 2 * (1 - level)))} %", f"{1 - level:.3g}"
     catch = catch_up_table(res.runs, level, base=res.base, margin=margin).with_row_index("_row")
@@ -792,7 +789,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     no_verdict = (" Rows with a single seed on a side have no interval, so equivalence is not shown: run several "
                   "seeds to tell a match from noise." if catch["difference_ci_low"].is_nan().any() else "")
     expected_note = ""
-    if generations is not None:
+    if group_sizes is not None:
         learn = learn.join(subs.select(*CELL_KEYS, "expected_learnable_pct", "expected_learnable_pct_posterior"),
                            on=CELL_KEYS, how="left")
         expected_note = (" expected_learnable_pct: predicted before training from the probe, the mean chance "

@@ -10,6 +10,7 @@ from hardex.tasks.base import (
     BOX_INSTRUCTION, DEFAULT_TEMPLATE, DataError, PromptFormat, Task, check_split, last_boxed, strip_echo,
     template_error,
 )
+from hardex.tasks import seeded
 
 # config name -> "module:Class"; imported lazily so that a task's heavy deps load only when used
 REGISTRY: dict[str, str] = {
@@ -31,7 +32,7 @@ _cache: dict[tuple[str, str, PromptFormat], Task] = {}
 
 def get_task(family: str, scoring: str = "lenient", prompt: dict[str, Any] | PromptFormat | None = None) -> Task:
     """The task object for a config family name, judging completions by `scoring` (see Task; a rehearsal's
-    "rehearsal+<scoring>" runs that scorer and lets a seeded draw decide, hardex.rehearsal.scoring) and
+    "rehearsal+<scoring>" runs that scorer and lets a seeded draw decide, hardex.tasks.seeded) and
     asking with `prompt`: a rule's prompt settings (tasks.<task>.prompt_template and system_prompt, where
     set; PromptFormat.of), today's prompt by default.
 
@@ -40,10 +41,9 @@ def get_task(family: str, scoring: str = "lenient", prompt: dict[str, Any] | Pro
     fmt = PromptFormat.of(prompt)
     if (family, scoring, fmt) in _cache:
         return _cache[family, scoring, fmt]
-    if scoring.startswith("rehearsal+"):
-        from hardex.rehearsal.scoring import PREFIX, RehearsalScoring
-
-        _cache[family, scoring, fmt] = RehearsalScoring(get_task(family, scoring.removeprefix(PREFIX), fmt))
+    if scoring.startswith(seeded.PREFIX):
+        scored = get_task(family, scoring.removeprefix(seeded.PREFIX), fmt)
+        _cache[family, scoring, fmt] = seeded.RehearsalScoring(scored)
     elif fmt != PromptFormat():  # the family's task, asking otherwise
         task = copy.copy(get_task(family, scoring))
         task.prompt_format = fmt

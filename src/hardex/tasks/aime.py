@@ -17,6 +17,16 @@ from hardex.tasks.rows import config_specs, field, finish, read_rows
 PARTS = ("I", "II")
 
 
+def _parts(spec: dict[str, Any]) -> list[str]:
+    """The parts a spec asks for: `parts`, else the one its `config` names, else part I."""
+    config = spec.get("config")
+    parts = spec.get("parts") or ([config.rsplit("-", 1)[-1]] if config else ["I"])
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        raise DataError(f"AIME parts {bad} unknown; known: {', '.join(PARTS)}")
+    return parts
+
+
 class AIMETask(Task):
     """Reference = the integer answer; compared by math_equal: as numbers, else by math-verify
     (``\\frac{140}{2}``). Strict scoring: the released ``int()`` of the last box, or the completion's
@@ -31,16 +41,14 @@ class AIMETask(Task):
     answer_kind = "number"
     columns = ("question", "answer")
 
+    def sources(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """One config per part, of the hub's `test` split unless the spec names another."""
+        return config_specs({"split": "test", **spec}, [f"AIME2025-{p}" for p in _parts(spec)])
+
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
-        config = spec.get("config")
-        parts = spec.get("parts") or ([config.rsplit("-", 1)[-1]] if config else ["I"])
-        bad = [p for p in parts if p not in PARTS]
-        if bad:
-            raise DataError(f"AIME parts {bad} unknown; known: {', '.join(PARTS)}")
         prefix = spec.get("id_prefix") or "aime2025"
-        sources = config_specs({"split": "test", **spec}, [f"AIME2025-{p}" for p in parts])
         records, wheres, origin = [], [], ""
-        for part, source in zip(parts, sources):
+        for part, source in zip(_parts(spec), self.sources(spec)):
             rows, origin = read_rows(source, root, self)
             for i, row in enumerate(rows):
                 where = f"{origin}: row {i}"

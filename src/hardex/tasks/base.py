@@ -148,6 +148,11 @@ class Task(ABC):
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
         """Rows of one split described by `spec` (hub id/config/split, a local file, or generator args)."""
 
+    def sources(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """What `load_split` reads for `spec`, one spec per hub config or local file: the spec itself, unless
+        the family reads several configs of its hub dataset (hardex.fetch caches exactly these)."""
+        return [spec]
+
     def problem_key(self, question: str) -> str | None:
         """The canonical form of the problem a question poses, or None where the family defines none: two
         questions with one key are the same problem in other words or order (hardex.tasks.synthetic).

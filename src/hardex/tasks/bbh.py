@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 
 from hardex.tasks.base import BOX_INSTRUCTION, DataError, Task, last_boxed
-from hardex.tasks.hub_formats import LETTERS, OBJECT_WORDS, VARIANTS, object_counts, render_bbh  # noqa: F401 (re-exported)
+from hardex.tasks.hub_formats import LETTERS, OBJECT_WORDS, object_counts
 from hardex.tasks.released import released_shuffled_objects_correct
 from hardex.tasks.rows import config_specs, field, finish, read_rows
 
@@ -58,11 +58,14 @@ class ShuffledObjectsTask(Task):
     answer_kind = "choice"
     columns = ("input", "target")
 
+    def sources(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """One config per object count, of the hub's `test` split unless the spec names another."""
+        configs = [f"tracking_shuffled_objects_{OBJECT_WORDS[n]}_objects" for n in _objects(spec)]
+        return config_specs({"split": "test", **spec}, configs)
+
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
-        objects = _objects(spec)
-        configs = [f"tracking_shuffled_objects_{OBJECT_WORDS[n]}_objects" for n in objects]
         records, wheres, origin = [], [], ""
-        for n, source in zip(objects, config_specs({"split": "test", **spec}, configs)):
+        for n, source in zip(_objects(spec), self.sources(spec)):
             rows, origin = read_rows(source, root, self)
             for i in range(len(rows))[spec.get("start") : spec.get("stop")]:
                 where = f"{origin}: row {i}"

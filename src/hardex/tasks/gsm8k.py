@@ -39,8 +39,12 @@ class GSM8KTask(Task):
     answer_kind = "number"
     columns = ("question", "answer")
 
+    def sources(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """The spec, of the hub's `main` config unless it names another."""
+        return [{"config": "main", **spec}]
+
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
-        spec = {"config": "main", **spec}
+        (spec,) = self.sources(spec)
         rows, origin = read_rows(spec, root, self)
         # ids name the config split: two splits of a dataset never share one, whatever their files are called
         split = spec.get("name") or spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")

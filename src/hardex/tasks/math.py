@@ -86,6 +86,14 @@ def math_equal(predicted: str, reference: str) -> bool:
     return _normalized(predicted) == _normalized(reference)
 
 
+def _per_subject(spec: dict[str, Any]) -> bool:
+    """Whether a split is read one subject at a time: a file per subject (``{config}``), or a hub dataset
+    split by subject (PER_SUBJECT_HUBS) without a config named."""
+    return "{config}" in str(spec.get("file") or "") or (
+        not spec.get("file") and not spec.get("config") and spec.get("hub") in PER_SUBJECT_HUBS
+    )
+
+
 class MATHTask(Task):
     """Reference = the last ``\\boxed{}`` of the solution; tier = level 1-5; equivalence by math_equal.
 
@@ -100,6 +108,12 @@ class MATHTask(Task):
     answer_kind = "math"
     columns = ("problem", "solution", "answer", "level", "type", "subject", "unique_id")
 
+    def sources(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """One config per subject (`subjects`, else all) where the dataset is split by subject, else the spec."""
+        if not _per_subject(spec):
+            return [spec]
+        return config_specs(spec, [subject_key(s) for s in spec.get("subjects") or []] or list(SUBJECTS.values()))
+
     def load_split(self, spec: dict[str, Any], root: Path | None = None) -> pl.DataFrame:
         wanted = [subject_key(s) for s in spec.get("subjects") or []]
         unknown = sorted(set(wanted) - set(SUBJECTS.values()))
@@ -109,10 +123,8 @@ class MATHTask(Task):
         if levels is not None and not set(levels) <= {1, 2, 3, 4, 5}:
             raise DataError(f"levels {levels!r}: expected values among 1-5")
 
-        per_subject = "{config}" in str(spec.get("file") or "") or (
-            not spec.get("file") and not spec.get("config") and spec.get("hub") in PER_SUBJECT_HUBS
-        )
-        sources = config_specs(spec, wanted or list(SUBJECTS.values())) if per_subject else [spec]
+        per_subject = _per_subject(spec)
+        sources = self.sources(spec)
         split = spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")  # a filtered split keeps the ids of the whole
         prefix = spec.get("id_prefix") or f"math-{split}"
 

@@ -43,7 +43,8 @@ from typing import Any
 import polars as pl
 
 from hardex.tasks.base import DataError, Task, check_split
-from hardex.tasks.bbh import option_letter, render_bbh
+from hardex.tasks.bbh import option_letter
+from hardex.tasks.hub_formats import render_bbh
 from hardex.tasks.numbers import same_number
 from hardex.tasks.rows import check_fields
 

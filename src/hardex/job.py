@@ -1,4 +1,5 @@
-"""Glue for `script:` entries: per-job logging and the objects rules hand over as params."""
+"""The job side of a rule's `script:`: its logging (elapsed time, peak memory, its own GPUs), its threads, the model
+and generator it loads from the params rules hand over, and what identifies its reusable work."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import logging
 import resource
 import sys
 import time
+import traceback
 from pathlib import Path
 
-from hardex.devices import gpu_job
+from hardex import devices
+from hardex.generation import load_generator
+from hardex.models import model_fingerprint, render_prompt, resolve_model
 
 
 @contextlib.contextmanager
@@ -31,11 +35,9 @@ def job_log(snakemake):
         print(f"[hardex] rule {snakemake.rule} wildcards {dict(snakemake.wildcards)}", flush=True)
         try:
             # the job's own GPUs before anything starts CUDA, usable and held to its share (hardex.devices.gpu_job)
-            with gpu_job(gpus, log=lambda line: print(line, flush=True)):
+            with devices.gpu_job(gpus, log=lambda line: print(line, flush=True)):
                 yield lambda *a: print(*a, flush=True)
         except BaseException:
-            import traceback
-
             traceback.print_exc(file=fh)
             raise
         finally:
@@ -63,8 +65,6 @@ def set_threads(n: int) -> None:
 def job_model(model: dict) -> dict:
     """A rule's `model` params with the path `from_pretrained` loads: a model that cannot be found fails
     here, in the first job that touches it, with one line (hardex.models.ModelError)."""
-    from hardex.models import resolve_model
-
     return {**model, "path": resolve_model(model["path"])}
 
 
@@ -72,8 +72,6 @@ def renderer(tokenizer_path: str, chat: bool, system: str | None = None):
     """A function user_text -> model input text for this model (chat template or plain, with the
     special tokens the model expects and the task's system message `system`, its
     `prompt_format.system`: see hardex.models.render_prompt)."""
-    from hardex.models import render_prompt
-
     tok = _tokenizer(tokenizer_path)
     return lambda text: render_prompt(tok, text, chat, system)
 
@@ -91,14 +89,12 @@ def work_identity(model: dict, task, generation: dict | None = None) -> dict:
     `generation` of a rule, and its task): the model's files, its dtype, the scorer and the backend. The
     transformers backend's `auto` dtype is resolved (hardex.generation.hf.pick_dtype): it differs by machine,
     and a float32 CPU run's probe chunks must not be reused by a bfloat16 GPU run's."""
-    from hardex.models import model_fingerprint
-
     dtype = model["dtype"]
     if dtype == "auto" and generation is not None and generation["backend"] == "transformers":
-        from hardex.devices import pick_device
+        # deferred: hardex.generation.hf imports numpy, which the light jobs (dataset_split, report_compute) never load
         from hardex.generation.hf import pick_dtype
 
-        dtype = str(pick_dtype(dtype, pick_device())).removeprefix("torch.")
+        dtype = str(pick_dtype(dtype, devices.pick_device())).removeprefix("torch.")
     identity = {"model": model_fingerprint(model["path"]), "dtype": dtype, "scorer": [task.name, task.scoring]}
     if generation is not None:
         identity["backend"] = generation["backend"]
@@ -107,8 +103,6 @@ def work_identity(model: dict, task, generation: dict | None = None) -> dict:
 
 def make_generator(generation: dict, model: dict):
     """The configured generation backend for a model (params `generation` and `model` of a rule)."""
-    from hardex.generation import load_generator
-
     kwargs = dict(dtype=model["dtype"], token_budget=generation["token_budget"],
                   max_batch_prompts=generation["max_batch_prompts"])
     if generation["backend"] == "vllm":

@@ -1,6 +1,8 @@
-"""The rehearsal's scorer: the task's own scorer runs on every completion, as it will in the real run, and
-a seeded draw gives the verdict, so a rehearsal with random stand-in models exercises what depends on
-rewards (pass rates that spread, every strategy selecting, groups with mixed rewards, nonzero gradients).
+"""Seeded scoring (`scoring: rehearsal+<scoring>`, which hardex.rehearsal writes into a rehearsal's config):
+the task's own scorer runs on every completion, as it will in the real run, and a seeded draw gives the
+verdict, so a rehearsal with random stand-in models exercises what depends on rewards (pass rates that
+spread, every strategy selecting, groups with mixed rewards, nonzero gradients). `get_task` wraps a task in
+it; it imports nothing of hardex.
 
 Each example gets a pass rate spread over [0.2, 0.8] from a hash of its prompt; each completion is marked
 correct when a hash of (prompt, completion) falls below it. Both are fixed by the text alone: the same
