@@ -31,6 +31,7 @@ import yaml
 
 from hardex.architectures import config_of, known
 from hardex.checkout import workflow_file
+from hardex.forkserver import run_snakemake
 from hardex.rehearsal.samples import sample_split
 from hardex.schedule import completions_per_step
 from hardex.selection import RunName
@@ -228,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="train only the first strategy, on one model of each class (every task and setting still runs)")
     parser.add_argument("--snakefile", type=Path, help="the workflow's Snakefile (default: ./Snakefile)")
+    parser.add_argument("--no-forkserver", dest="forkserver", action="store_false",
+                        help="run every job in a fresh interpreter (by default jobs fork from one process that "
+                             "imported torch, transformers, PEFT and TRL once: hardex.forkserver)")
     args, snakemake_args = parser.parse_known_args(argv)
     directory = args.dir or Path("rehearsals") / args.config.stem
     try:
@@ -239,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"hardex-rehearse: the rehearsal of {args.config} is {written}; running it in {directory}/", file=sys.stderr)
     cores = [] if any(a in ("-c", "-j", "--cores", "--jobs") or a.startswith(("--cores=", "--jobs=")) for a in
                       snakemake_args) else ["--cores", "all"]
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(snakefile), "--directory", str(directory),
-           "--configfile", str(written.resolve()), *cores, *snakemake_args]
-    return subprocess.call(cmd)
+    workflow = ["--snakefile", str(snakefile), "--directory", str(directory), "--configfile",
+                str(written.resolve()), *cores, *snakemake_args]
+    dry_run = any(a in ("-n", "--dry-run", "--dryrun") for a in snakemake_args)
+    if args.forkserver and not dry_run:  # a plan runs no job: nothing to preload
+        return run_snakemake(workflow)
+    return subprocess.call([sys.executable, "-m", "snakemake", *workflow])
 

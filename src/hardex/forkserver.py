@@ -1,0 +1,209 @@
+"""A fork server for a workflow's Python jobs: import torch, transformers, PEFT and TRL once, fork every job.
+
+A job of a rehearsal spends most of its few CPU-seconds importing those libraries (docs/rehearsal.md, "What it
+costs"). `run_snakemake` starts a server process that imports them, then runs Snakemake with `sys.executable`
+pointing at a small launcher (`<dir>/python`). Snakemake runs each `script:` job as `<sys.executable> <script>`,
+so the launcher hands the script, its working directory, environment and standard streams to the server over a
+Unix socket; the server forks a child that runs the script as `python <script>` would, and the launcher exits
+with the child's status. Anything else the launcher is asked to run (`-m snakemake ...`, `-c ...`) runs in the
+real interpreter, as it would without the server.
+
+What differs from a fresh interpreter: the imported libraries are the server's (read the environment when the
+server started, which is Snakemake's own), Python's and NumPy's global random states are reseeded in each child
+(torch's default generator starts from its fixed seed either way), and a job's CPU time and memory are the child's,
+which Snakemake's benchmark does not see (it measures the launcher). Rehearsals use it (`hardex-rehearse
+--no-forkserver` runs every job in a fresh interpreter); real runs do not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: the environment variable naming the server's socket, set for Snakemake and so for its jobs' launchers
+SOCKET_ENV = "HARDEX_FORKSERVER"
+#: what the server imports before it forks: the libraries of the model jobs (training, probing, evaluation).
+#: Not polars: it starts threads at import (a fork copies none of them); a child imports it in 0.15 s.
+PRELOAD = ("torch", "transformers", "transformers.modeling_utils", "transformers.models.auto.modeling_auto",
+           "peft", "trl", "safetensors.torch")
+_STATUS = struct.Struct("!i")
+
+
+def _send_message(conn: socket.socket, payload: dict, fds: list[int]) -> None:
+    data = json.dumps(payload).encode()
+    socket.send_fds(conn, [_STATUS.pack(len(data)) + data], fds)
+
+
+def _receive_message(conn: socket.socket) -> tuple[dict, list[int]]:
+    head, fds, _, _ = socket.recv_fds(conn, _STATUS.size, 8)
+    (size,) = _STATUS.unpack(head)
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the launcher closed the connection mid-message")
+        data += chunk
+    return json.loads(data), fds
+
+
+def _receive_int(conn: socket.socket) -> int | None:
+    data = b""
+    while len(data) < _STATUS.size:
+        chunk = conn.recv(_STATUS.size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return _STATUS.unpack(data)[0]
+
+
+def _run_script(request: dict) -> int:
+    """In the forked child: become `python <script>` in the launcher's directory, environment and streams."""
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ.pop(SOCKET_ENV, None)  # a job's own subprocesses run in a fresh interpreter
+    script = request["argv"][0]
+    sys.argv = list(request["argv"])
+    sys.path.insert(0, str(Path(script).resolve().parent))
+    import random
+
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    import runpy
+    import traceback
+
+    try:
+        runpy.run_path(script, run_name="__main__")
+        return 0
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            return e.code or 0
+        print(e.code, file=sys.stderr)
+        return 1
+    except BaseException:  # what an uncaught exception does to `python <script>`: its traceback, status 1
+        traceback.print_exc()
+        return 1
+
+
+def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
+    """In the forked child: take the launcher's streams, report the pid, run the script, report its status."""
+    listener.close()
+    request, fds = _receive_message(conn)
+    for fd, target in zip(fds, (0, 1, 2)):
+        os.dup2(fd, target)
+        os.close(fd)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    conn.sendall(_STATUS.pack(os.getpid()))
+    status = _run_script(request)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        conn.sendall(_STATUS.pack(status))
+    finally:
+        os._exit(status)
+
+
+def serve(socket_path: str, preload: tuple[str, ...] = PRELOAD) -> None:
+    """Import `preload`, then fork a child per connection on `socket_path` until terminated or orphaned."""
+    import importlib
+
+    for module in preload:
+        importlib.import_module(module)
+    parent = os.getppid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(socket_path + ".tmp")
+    listener.listen(64)
+    os.replace(socket_path + ".tmp", socket_path)  # ready only once it listens
+    listener.settimeout(1.0)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while os.getppid() == parent:  # the process that started the server is gone: so is its workflow
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:  # reap finished children
+                pass
+        except ChildProcessError:
+            pass
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            continue
+        conn.settimeout(None)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            _serve_one(conn, listener)
+        conn.close()
+
+
+def launch(argv: list[str] | None = None) -> None:
+    """The launcher Snakemake runs as its Python: a lone script goes to the server, anything else to Python."""
+    argv = sys.argv[1:] if argv is None else argv
+    path = os.environ.get(SOCKET_ENV)
+    if not (path and len(argv) == 1 and argv[0].endswith(".py")):
+        os.execv(sys.executable, [sys.executable, *argv])
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError:  # the server is gone (the workflow is ending): run it as if there were none
+        os.execv(sys.executable, [sys.executable, *argv])
+    _send_message(conn, {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}, [0, 1, 2])
+    child = _receive_int(conn)
+    if child is None:
+        sys.exit(f"hardex fork server: no child was started for {argv[0]}")
+
+    def forward(signum, _frame):  # Snakemake stops a job by signalling its shell's processes: pass it on
+        try:
+            os.kill(child, signum)
+        except ProcessLookupError:
+            pass
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    status = _receive_int(conn)
+    if status is None:
+        sys.exit(f"hardex fork server: the job running {argv[0]} ended without a status (killed?)")
+    sys.exit(status)
+
+
+@contextlib.contextmanager
+def started(preload: tuple[str, ...] = PRELOAD):
+    """A server that imported `preload`, while the block runs: yields (its launcher, the environment naming it)."""
+    folder = Path(tempfile.mkdtemp(prefix="hardex-forkserver-"))  # short: a socket path has at most 107 bytes
+    sock, launcher = folder / "socket", folder / "python"
+    launcher.write_text(f"#!{sys.executable}\nfrom hardex.forkserver import launch\nlaunch()\n")
+    launcher.chmod(0o755)
+    server = subprocess.Popen([sys.executable, "-c",
+                               f"from hardex.forkserver import serve; serve({str(sock)!r}, {tuple(preload)!r})"])
+    try:
+        while not sock.exists():
+            if server.poll() is not None:
+                raise RuntimeError(f"the fork server stopped while importing (status {server.returncode})")
+            time.sleep(0.05)
+        yield launcher, {**os.environ, SOCKET_ENV: str(sock)}
+    finally:
+        server.terminate()
+        server.wait()
+        sock.unlink(missing_ok=True)
+        launcher.unlink()
+        folder.rmdir()
+
+
+def run_snakemake(args: list[str], preload: tuple[str, ...] = PRELOAD) -> int:
+    """Run `snakemake <args>` with every Python script job forked from a server that imported `preload`."""
+    with started(preload) as (launcher, env):
+        code = ("import sys; from snakemake.cli import main; "
+                f"sys.executable = {str(launcher)!r}; sys.argv[0] = 'snakemake'; main()")
+        return subprocess.call([sys.executable, "-c", code, *args], env=env)
