@@ -8,11 +8,13 @@ Unix socket; the server forks a child that runs the script as `python <script>` 
 with the child's status. Anything else the launcher is asked to run (`-m snakemake ...`, `-c ...`) runs in the
 real interpreter, as it would without the server.
 
-What differs from a fresh interpreter: the imported libraries are the server's (read the environment when the
-server started, which is Snakemake's own), Python's and NumPy's global random states are reseeded in each child
-(torch's default generator starts from its fixed seed either way), and a job's CPU time and memory are the child's,
-which Snakemake's benchmark does not see (it measures the launcher). Rehearsals use it (`hardex-rehearse
---no-forkserver` runs every job in a fresh interpreter); real runs do not.
+What differs from a fresh interpreter: the preloaded libraries read the environment when the server started
+(a job whose `IMPORT_TIME_ENV` values differ from the server's, another HF_HOME say, is sent back to run in a
+fresh interpreter), thread counts are applied to torch in the child, Python's and NumPy's global random states
+are reseeded in each child (torch's default generator starts from its fixed seed either way), and a job's CPU
+time and memory are the child's, which Snakemake's benchmark does not see (it measures the launcher). A launcher
+that ends, by any signal, ends its job. Rehearsals use it (`hardex-rehearse --no-forkserver` runs every job in
+a fresh interpreter); real runs do not.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,7 +38,22 @@ SOCKET_ENV = "HARDEX_FORKSERVER"
 #: Not polars: it starts threads at import (a fork copies none of them); a child imports it in 0.15 s.
 PRELOAD = ("torch", "transformers", "transformers.modeling_utils", "transformers.models.auto.modeling_auto",
            "peft", "trl", "safetensors.torch")
+#: what the preloaded libraries read from the environment once, at import (Hugging Face's caches and offline
+#: switches, thread counts, devices, Python's own path and hash seed, the home that default caches sit in): a job
+#: whose values differ from the server's runs in a fresh interpreter, so that forking never changes its meaning
+IMPORT_TIME_ENV = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_",
+                   "OMP_", "MKL_", "OPENBLAS_", "TRITON_", "PYTHON", "HOME", "XDG_CACHE_HOME")
 _STATUS = struct.Struct("!i")
+RUN_IT_YOURSELF = -1  # the server's answer, in place of a child's pid, to a job whose environment differs
+
+
+#: thread counts, which Snakemake sets per job to its threads: applied in the child instead (torch's)
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
+              "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+
+
+def _import_time_env(env) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_ENV) and k not in THREAD_ENV}
 
 
 def _send_message(conn: socket.socket, payload: dict, fds: list[int]) -> None:
@@ -75,10 +93,14 @@ def _run_script(request: dict) -> int:
     sys.argv = list(request["argv"])
     sys.path.insert(0, str(Path(script).resolve().parent))
     import random
+    import tempfile
 
+    tempfile.tempdir = None  # read TMPDIR again
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
+    if "torch" in sys.modules and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # as torch reads it at start
     import runpy
     import traceback
 
@@ -95,16 +117,30 @@ def _run_script(request: dict) -> int:
         return 1
 
 
-def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
+def _end_with_launcher(conn: socket.socket) -> None:
+    """In the forked child: the launcher sends nothing more, so the connection ends only when the launcher does,
+    killed even by a signal it cannot pass on (SIGKILL: a scheduler's or the OOM killer's); the job ends with it."""
+    try:
+        conn.recv(1)
+    except OSError:
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _serve_one(conn: socket.socket, listener: socket.socket, started_in: dict[str, str]) -> None:
     """In the forked child: take the launcher's streams, report the pid, run the script, report its status."""
     listener.close()
     request, fds = _receive_message(conn)
+    if _import_time_env(request["env"]) != started_in:
+        conn.sendall(_STATUS.pack(RUN_IT_YOURSELF))
+        os._exit(0)
     for fd, target in zip(fds, (0, 1, 2)):
         os.dup2(fd, target)
         os.close(fd)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     conn.sendall(_STATUS.pack(os.getpid()))
+    threading.Thread(target=_end_with_launcher, args=(conn,), daemon=True).start()
     status = _run_script(request)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -121,6 +157,7 @@ def serve(socket_path: str, preload: tuple[str, ...] = PRELOAD) -> None:
     """Import `preload`, then fork a child per connection on `socket_path` until terminated or orphaned."""
     import importlib
 
+    started_in = _import_time_env(os.environ)  # before the imports, which set some (TORCHINDUCTOR_CACHE_DIR)
     for module in preload:
         importlib.import_module(module)
     parent = os.getppid()
@@ -144,7 +181,7 @@ def serve(socket_path: str, preload: tuple[str, ...] = PRELOAD) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         if os.fork() == 0:
-            _serve_one(conn, listener)
+            _serve_one(conn, listener, started_in)
         conn.close()
 
 
@@ -163,6 +200,8 @@ def launch(argv: list[str] | None = None) -> None:
     child = _receive_int(conn)
     if child is None:
         sys.exit(f"hardex fork server: no child was started for {argv[0]}")
+    if child == RUN_IT_YOURSELF:
+        os.execv(sys.executable, [sys.executable, *argv])
 
     def forward(signum, _frame):  # Snakemake stops a job by signalling its shell's processes: pass it on
         try:
@@ -179,20 +218,22 @@ def launch(argv: list[str] | None = None) -> None:
 
 
 @contextlib.contextmanager
-def started(preload: tuple[str, ...] = PRELOAD):
-    """A server that imported `preload`, while the block runs: yields (its launcher, the environment naming it)."""
+def started(preload: tuple[str, ...] = PRELOAD, env: dict[str, str] | None = None):
+    """A server that imported `preload` in `env` (default: this process's), while the block runs: yields its
+    launcher and `env` naming it, for the processes that run the launcher."""
+    env = dict(os.environ if env is None else env)
     folder = Path(tempfile.mkdtemp(prefix="hardex-forkserver-"))  # short: a socket path has at most 107 bytes
     sock, launcher = folder / "socket", folder / "python"
     launcher.write_text(f"#!{sys.executable}\nfrom hardex.forkserver import launch\nlaunch()\n")
     launcher.chmod(0o755)
     server = subprocess.Popen([sys.executable, "-c",
-                               f"from hardex.forkserver import serve; serve({str(sock)!r}, {tuple(preload)!r})"])
+                               f"from hardex.forkserver import serve; serve({str(sock)!r}, {tuple(preload)!r})"], env=env)
     try:
         while not sock.exists():
             if server.poll() is not None:
                 raise RuntimeError(f"the fork server stopped while importing (status {server.returncode})")
             time.sleep(0.05)
-        yield launcher, {**os.environ, SOCKET_ENV: str(sock)}
+        yield launcher, {**env, SOCKET_ENV: str(sock)}
     finally:
         server.terminate()
         server.wait()
@@ -201,9 +242,14 @@ def started(preload: tuple[str, ...] = PRELOAD):
         folder.rmdir()
 
 
+def snakemake_command(launcher: Path) -> list[str]:
+    """`python -m snakemake` whose script jobs run through `launcher` (Snakemake runs them as its sys.executable)."""
+    code = ("import sys; from snakemake.cli import main; "
+            f"sys.executable = {str(launcher)!r}; sys.argv[0] = 'snakemake'; main()")
+    return [sys.executable, "-c", code]
+
+
 def run_snakemake(args: list[str], preload: tuple[str, ...] = PRELOAD) -> int:
     """Run `snakemake <args>` with every Python script job forked from a server that imported `preload`."""
     with started(preload) as (launcher, env):
-        code = ("import sys; from snakemake.cli import main; "
-                f"sys.executable = {str(launcher)!r}; sys.argv[0] = 'snakemake'; main()")
-        return subprocess.call([sys.executable, "-c", code, *args], env=env)
+        return subprocess.call([*snakemake_command(launcher), *args], env=env)

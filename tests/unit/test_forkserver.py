@@ -60,6 +60,19 @@ def test_a_forked_script_has_its_directory_arguments_environment_streams_and_sta
     assert marker.read_text() == "imported\n"
 
 
+def test_a_job_whose_import_time_environment_differs_runs_in_a_fresh_interpreter(tmp_path, marker):
+    script = _script(tmp_path, "job.py", f"""
+        import os, sys
+        print({MARKER!r} in sys.modules, os.environ.get("HF_HOME"))
+        """)
+    with started((MARKER,)) as (launcher, env):
+        for hf_home, forked in ((None, True), (str(tmp_path / "elsewhere"), False)):
+            job_env = {**env, "HF_HOME": hf_home} if hf_home else env
+            done = subprocess.run([str(launcher), str(script)], capture_output=True, text=True, env=job_env)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.split() == [str(forked), str(hf_home)]
+
+
 def test_an_uncaught_exception_gives_its_traceback_and_status_1_and_other_commands_run_in_python(tmp_path, marker):
     script = _script(tmp_path, "fails.py", """
         raise ValueError("the job's own error")
@@ -74,7 +87,8 @@ def test_an_uncaught_exception_gives_its_traceback_and_status_1_and_other_comman
         assert done.returncode == 0 and done.stdout.split() == ["False", sys.executable]
 
 
-def test_stopping_the_launcher_stops_the_job(tmp_path, marker):
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_stopping_the_launcher_stops_the_job(tmp_path, marker, stop):
     pid_file = tmp_path / "pid"
     script = _script(tmp_path, "sleeps.py", f"""
         import os, time
@@ -89,7 +103,7 @@ def test_stopping_the_launcher_stops_the_job(tmp_path, marker):
             time.sleep(0.05)
         child = int(pid_file.read_text())
         assert child != job.pid
-        job.send_signal(signal.SIGTERM)  # what Snakemake sends a job it cancels
+        job.send_signal(stop)  # what Snakemake sends a job it cancels; what a scheduler or the OOM killer sends
         assert job.wait(timeout=30) != 0
         deadline = time.monotonic() + 30
         while _alive(child):
