@@ -3,6 +3,7 @@ this Snakefile, result files in the workflow's layout, and a tiny built model.""
 
 from __future__ import annotations
 
+import atexit
 import copy
 import functools
 import os
@@ -10,7 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -22,14 +23,38 @@ SMOKE = ROOT / "tests" / "configs" / "smoke.yaml"
 BUILT_CONFIG = ROOT / "experiments" / "cpu_tiny.yaml"
 
 
-def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout: int = 900):
-    """Run Snakemake's own CLI on this repo's Snakefile with results under `workdir`."""
-    cmd = [
-        sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-        "--configfile", str(configfile or workdir / "config.yaml"), *args,
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+# what a test's Snakemake run adds to the environment: this checkout's library, no hub
+RUN_ENV = {"PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout: int = 900, forked: bool = False):
+    """Run Snakemake's own CLI on this repo's Snakefile with results under `workdir`. `forked`: its script jobs
+    fork from this test process's fork server (`forkserver`), for tests of what the graph runs; the shared
+    smoke run and the tests of determinism, resuming, Slurm and GPU assignment run every job in a fresh
+    interpreter, as a user's run does."""
+    env = {**os.environ, **RUN_ENV}
+    python = [sys.executable, "-m", "snakemake"]
+    if forked:
+        from hardex.forkserver import SOCKET_ENV, snakemake_command
+
+        launcher, server_env = forkserver()
+        python, env = snakemake_command(launcher), {**env, SOCKET_ENV: server_env[SOCKET_ENV]}
+    cmd = [*python, "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(configfile or workdir / "config.yaml"), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=workdir)
+
+
+_servers = ExitStack()
+atexit.register(_servers.close)
+
+
+@functools.cache
+def forkserver() -> tuple[Path, dict[str, str]]:
+    """One fork server per test process, in the environment `snakemake` gives its runs, started at first use
+    (its imports cost about 5 CPU-seconds, which each forked job then saves) and stopped when the process exits."""
+    from hardex.forkserver import started
+
+    return _servers.enter_context(started(env={**os.environ, **RUN_ENV}))
 
 
 def finished_run(tmp_path_factory, name: str, config: Path) -> Path:

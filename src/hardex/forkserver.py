@@ -91,7 +91,8 @@ def _run_script(request: dict) -> int:
     os.environ.pop(SOCKET_ENV, None)  # a job's own subprocesses run in a fresh interpreter
     script = request["argv"][0]
     sys.argv = list(request["argv"])
-    sys.path.insert(0, str(Path(script).resolve().parent))
+    # as `python <script>` sets it: the script's folder first, not the server's `-c` entry (the working directory)
+    sys.path[:] = [str(Path(script).resolve().parent), *(p for p in sys.path if p != "")]
     import random
     import tempfile
 
@@ -226,8 +227,8 @@ def started(preload: tuple[str, ...] = PRELOAD, env: dict[str, str] | None = Non
     sock, launcher = folder / "socket", folder / "python"
     launcher.write_text(f"#!{sys.executable}\nfrom hardex.forkserver import launch\nlaunch()\n")
     launcher.chmod(0o755)
-    server = subprocess.Popen([sys.executable, "-c",
-                               f"from hardex.forkserver import serve; serve({str(sock)!r}, {tuple(preload)!r})"], env=env)
+    serve = f"from hardex.forkserver import serve; serve({str(sock)!r}, {tuple(preload)!r})"
+    server = subprocess.Popen([sys.executable, "-c", serve], env=env)
     try:
         while not sock.exists():
             if server.poll() is not None:

@@ -89,7 +89,7 @@ def test_unpacked_results_are_done_for_snakemake_the_report_builds_and_a_new_see
     # nothing to do for the archived outputs: the model was made again before they were marked done
     assert planned(target, *outputs) == set()
     # the report is all that remains, and it builds without a model job
-    res = snakemake(target, "--cores", "2")
+    res = snakemake(target, "--cores", "2", forked=True)
     assert res.returncode == 0, res.stderr[-3000:]
     ran = job_counts(res.stderr)
     assert ran and all(rule.startswith("report") for rule in ran), ran
@@ -105,7 +105,7 @@ def test_unpacked_results_are_done_for_snakemake_the_report_builds_and_a_new_see
 
     # evaluating a run again needs its weights, which this archive left out: the job says so
     write_config(target, with_key(smoke_config, "evaluation.seed", 7))
-    res = snakemake(target, "--cores", "1", EVAL)
+    res = snakemake(target, "--cores", "1", EVAL, forked=True)
     assert res.returncode != 0
     assert ("results/train/tiny/swaps/hard/seed0 was unpacked from an archive without its adapters: retrain it "
             "(snakemake -R results/train/tiny/swaps/hard/seed0/steps.parquet) or unpack an archive made with "

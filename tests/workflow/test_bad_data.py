@@ -38,7 +38,7 @@ def bad_files_run(tmp_path_factory):
         cfg["datasets"][f"bad_{case}"] = {"family": "gsm8k", "splits": {"test": {"file": str(bad)}}}
     write_config(work, cfg)
     targets = [f"results/data/bad_{case}/test.parquet" for case in CASES]
-    return work, snakemake(work, "--cores", "1", "--keep-going", *targets)
+    return work, snakemake(work, "--cores", "1", "--keep-going", *targets, forked=True)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -71,7 +71,7 @@ def own_qa_task(tmp_path, smoke_config, allow=None):
 def test_a_pool_that_holds_its_benchmark_stops_before_probing(tmp_path, smoke_config):
     """The same questions in the pool and the test set would measure the gain on training data."""
     own_qa_task(tmp_path, smoke_config)
-    res = snakemake(tmp_path, "--cores", "1", "results/probe/tiny/own.parquet")
+    res = snakemake(tmp_path, "--cores", "1", "results/probe/tiny/own.parquet", forked=True)
     assert res.returncode != 0
     log = (tmp_path / "logs/overlap/own.log").read_text()
     line = [x for x in log.splitlines() if x.startswith("hardex.overlap.OverlapError")][0]
@@ -82,7 +82,7 @@ def test_a_pool_that_holds_its_benchmark_stops_before_probing(tmp_path, smoke_co
 
 def test_a_stated_overlap_is_accepted_and_reported(tmp_path, smoke_config):
     own_qa_task(tmp_path, smoke_config, allow=10)
-    res = snakemake(tmp_path, "--cores", "1", "results/overlap/own.json", "results/overlap/swaps.json")
+    res = snakemake(tmp_path, "--cores", "1", "results/overlap/own.json", "results/overlap/swaps.json", forked=True)
     assert res.returncode == 0, res.stderr[-2000:]
     report = json.loads((tmp_path / "results/overlap/own.json").read_text())
     assert report["allowed"] == 10 and report["benchmarks"]["own/test"]["exact"] == 10
@@ -111,7 +111,7 @@ def test_a_model_planning_cannot_judge_fails_its_first_job_in_one_line(tmp_path,
     cfg = smoke_config
     cfg["models"] = {"mine": {"path": "weights-only", "chat": False}}
     write_config(tmp_path, cfg)
-    res = snakemake(tmp_path, "--cores", "1", "results/probe/mine/swaps.parquet")
+    res = snakemake(tmp_path, "--cores", "1", "results/probe/mine/swaps.parquet", forked=True)
     assert res.returncode != 0
     last = (tmp_path / "logs/probe/mine/swaps.log").read_text().strip().splitlines()[-2]
     assert last.startswith("hardex.models.ModelError: ") and "a local directory without a tokenizer" in last, last

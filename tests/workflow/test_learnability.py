@@ -15,7 +15,7 @@ def test_a_subset_without_a_learnable_example_stops_its_train_job_before_a_step(
     # solved every time, on a pool that solves nearly everything: a posterior close to 1
     pl.read_parquet(subset).with_columns(pass_rate=pl.lit(1.0), n_correct=pl.col("k"), posterior_a=pl.lit(100.0),
                                          posterior_b=pl.lit(0.01)).write_parquet(subset)
-    res = snakemake(smoke_copy, "--cores", "1", "results/train/tiny/swaps/easy/seed0/steps.parquet")
+    res = snakemake(smoke_copy, "--cores", "1", "results/train/tiny/swaps/easy/seed0/steps.parquet", forked=True)
     assert res.returncode != 0
     log = (smoke_copy / "logs/train/tiny/swaps/easy/seed0.log").read_text()
     assert ("UnlearnableSubsetError: subset 'easy' has expected share of mixed groups 0.00 at G=4 from the "
@@ -25,6 +25,6 @@ def test_a_subset_without_a_learnable_example_stops_its_train_job_before_a_step(
 
     cfg["selection"]["allow_unlearnable"] = ["easy"]  # accepted by name, it trains
     write_config(smoke_copy, cfg)
-    res = snakemake(smoke_copy, "--cores", "1", "results/train/tiny/swaps/easy/seed0/steps.parquet")
+    res = snakemake(smoke_copy, "--cores", "1", "results/train/tiny/swaps/easy/seed0/steps.parquet", forked=True)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "accepted by selection.allow_unlearnable (easy)" in (smoke_copy / "logs/train/tiny/swaps/easy/seed0.log").read_text()

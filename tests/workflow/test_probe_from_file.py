@@ -34,7 +34,7 @@ def test_the_subsets_are_chosen_by_the_imported_rates_without_a_model(tmp_path):
     cfg = imported_config(tmp_path)
     write_rates(tmp_path / "rates.csv", [{"id": i, "samples": 8, "successes": SUCCESSES[i], "source": "verl"}
                                          for i in reversed(IDS)])
-    res = snakemake(tmp_path, "--cores", "2", "results/figures/pool_pass_rates.png")
+    res = snakemake(tmp_path, "--cores", "2", "results/figures/pool_pass_rates.png", forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "rule probe_from_file" in res.stdout + res.stderr and "rule probe:" not in res.stdout + res.stderr
     assert not (tmp_path / "results/models").exists()  # no model was built to be sampled

@@ -69,7 +69,7 @@ def test_a_system_prompt_reruns_probing_onward_and_the_base_evaluation(smoke_cop
     assert planned(smoke_copy) == expected
     # the probe runs with it and reuses nothing from the chunks of the old prompt (CI time: the base
     # evaluation renders through the same task, tested in tests/unit/test_reward_hook.py)
-    res = snakemake(smoke_copy, "--cores", "2", "results/probe/tiny/swaps.parquet")
+    res = snakemake(smoke_copy, "--cores", "2", "results/probe/tiny/swaps.parquet", forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     probe_log = (smoke_copy / "logs/probe/tiny/swaps.log").read_text()
     assert ": probed " in probe_log and ": reused " not in probe_log
@@ -84,7 +84,7 @@ def test_a_hook_reruns_the_runs_it_pays_and_an_edit_of_its_file_trains_again(smo
     assert planned(smoke_copy) == runs("train", "evaluate_run", strategies=RUNS_WITH_HOOK) | downstream("train")
 
     target = "results/train/tiny/swaps/hard/seed0/steps.parquet"
-    res = snakemake(smoke_copy, "--cores", "2", target)
+    res = snakemake(smoke_copy, "--cores", "2", target, forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     log = (smoke_copy / "logs/train/tiny/swaps/hard/seed0.log").read_text()
     assert f"reward: the reward hook {hook}:reward against each example's own reference" in log

@@ -42,7 +42,7 @@ def test_a_look_sends_the_next_batch_only_to_the_runs_still_undecided(smoke_copy
     assert trained == {f"model=tiny, task=swaps, strategy={s}, seed=1" for s in ("hard", "random")}, before
     assert ("sequential_look", "look=1") in before
 
-    res = snakemake(work, "--cores", "2", "results/sequential/look1.json")
+    res = snakemake(work, "--cores", "2", "results/sequential/look1.json", forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     look1 = json.loads((work / "results/sequential/look1.json").read_text())
     names = {(v["strategy"], v["versus"]) for v in look1["verdicts"]}
@@ -57,7 +57,7 @@ def test_a_look_sends_the_next_batch_only_to_the_runs_still_undecided(smoke_copy
     assert {w for r, w in after if r == "train"} == {"model=tiny, task=swaps, strategy=hard, seed=2"}, after
 
     # to the end: the last look (the maximum) and the verdict table (the rest of the report as before)
-    res = snakemake(work, "--cores", "2", "results/tables/sequential.csv")
+    res = snakemake(work, "--cores", "2", "results/tables/sequential.csv", forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert not (work / "results/eval/tiny/swaps/random/seed2.parquet").exists()
     look2 = json.loads((work / "results/sequential/look2.json").read_text())

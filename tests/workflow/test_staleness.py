@@ -128,7 +128,8 @@ def test_a_rebuilt_model_reuses_no_probe_chunk_and_no_checkpoint(finished):
     were once keyed by that path: the probe reused the old model's chunks and every run 'resumed' at its
     last checkpoint, training nothing, while the base evaluation used the new model."""
     edit(finished, lambda c: c["models"]["tiny"]["build"]["warmstart"].update(learning_rate=4e-3))
-    res = snakemake(finished, "--cores", "2", *[f"results/train/tiny/swaps/{s}/seed0/steps.parquet" for s in STRATEGIES])
+    res = snakemake(finished, "--cores", "2", *[f"results/train/tiny/swaps/{s}/seed0/steps.parquet" for s in STRATEGIES],
+                    forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     probe_log = (finished / "logs/probe/tiny/swaps.log").read_text()
     assert ": probed " in probe_log and ": reused " not in probe_log
@@ -140,7 +141,7 @@ def test_a_rebuilt_model_reuses_no_probe_chunk_and_no_checkpoint(finished):
 def test_new_questions_under_old_ids_are_probed_again(finished):
     """A synthetic pool of another difficulty has new questions under the same ids: its chunk is new work."""
     edit(finished, lambda c: c["datasets"]["swaps"]["splits"]["pool"].update(difficulty=[2, 3]))
-    res = snakemake(finished, "--cores", "2", "results/probe/tiny/swaps.parquet")
+    res = snakemake(finished, "--cores", "2", "results/probe/tiny/swaps.parquet", forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     probe_log = (finished / "logs/probe/tiny/swaps.log").read_text()
     assert ": probed " in probe_log and ": reused " not in probe_log
@@ -151,7 +152,7 @@ def test_a_damaged_result_table_is_named_by_the_job_that_reads_it(finished):
     with open(probe, "r+b") as fh:
         fh.truncate(probe.stat().st_size // 2)
     # --force remakes the target alone (--forcerun select ran every select job, in an order that varies)
-    res = snakemake(finished, "--cores", "1", "--force", "results/subsets/tiny/swaps/hard/seed0.parquet")
+    res = snakemake(finished, "--cores", "1", "--force", "results/subsets/tiny/swaps/hard/seed0.parquet", forked=True)
     assert res.returncode != 0
     log = (finished / "logs/select/tiny/swaps/hard/seed0.log").read_text()
     assert f"{probe.relative_to(finished)}: damaged or incomplete" in log and "run snakemake again" in log

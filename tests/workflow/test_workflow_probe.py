@@ -61,7 +61,7 @@ def test_own_data_is_probed_and_selected_like_any_family(smoke_copy, smoke_confi
     cfg["selection"].update(budget=0.5, strategies=["hard", "easy"])
     write_config(tmp_path, cfg)
     res = snakemake(tmp_path, "--cores", "2", "results/subsets/tiny/own/hard/seed0.parquet",
-                    "results/subsets/tiny/own/easy/seed0.parquet")
+                    "results/subsets/tiny/own/easy/seed0.parquet", forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     probe = pl.read_parquet(tmp_path / "results/probe/tiny/own.parquet")
     assert sorted(probe["id"]) == [f"q-00{i}" for i in range(1, 7)]
