@@ -251,6 +251,9 @@ def snakemake_command(launcher: Path) -> list[str]:
 
 
 def run_snakemake(args: list[str], preload: tuple[str, ...] = PRELOAD) -> int:
-    """Run `snakemake <args>` with every Python script job forked from a server that imported `preload`."""
+    """Run `snakemake <args>` with every Python script job forked from a server that imported `preload` (on Linux:
+    elsewhere, forking a process that loaded these libraries is not safe, and every job starts afresh)."""
+    if not sys.platform.startswith("linux"):
+        return subprocess.call([sys.executable, "-m", "snakemake", *args])
     with started(preload) as (launcher, env):
         return subprocess.call([*snakemake_command(launcher), *args], env=env)
