@@ -156,6 +156,17 @@ def test_power_table_lists_controls_first_then_gains_then_pairs():
     assert easy.height == 1 and easy["difference"][0] == pytest.approx(-15.0)
 
 
+def test_a_tier_and_its_random_draw_are_a_pair_and_a_run_and_its_controls_are_controls():
+    """Named alike is not controlled: tier_low_random is tier_low's random draw, another strategy."""
+    final = {"tier_low": [5, 6, 7, 5], "tier_low_random": [4, 6, 5, 5], "hard": [7, 8, 6, 7],
+             "hard_random_reward": [5, 5, 5, 5], "hard_online": [6, 8, 7, 7]}
+    power = tables.power_table(tables.run_summary(_results(final)))
+    kinds = {(r["strategy"], r["versus"]): r["kind"] for r in power.iter_rows(named=True)}
+    assert kinds[("tier_low", "tier_low_random")] == "pair"
+    assert kinds[("hard", "hard_random_reward")] == "control" and kinds[("hard", "hard_online")] == "control"
+    assert sum(k == "control" for k in kinds.values()) == 2
+
+
 def test_a_comparison_whose_few_seeds_happened_to_agree_is_not_settled_by_them():
     """Two strategies 0, 0, 0, 1 points apart on 100 questions: their own spread (0.5) says 34 seeds tell
     0.25 points from zero; the spread of the other comparisons of the model x task says it is not

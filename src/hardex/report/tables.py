@@ -660,12 +660,18 @@ def pooled_sd(sds: Sequence[float], seeds: Sequence[int]) -> float:
     return math.sqrt(sum(d * sd**2 for d, sd in pairs) / df) if df else math.nan
 
 
+def _controls(strategy: str, run: str) -> bool:
+    """Whether `run` is a control or the online run of `strategy` (by RunName, not by prefix: tier_low_random is
+    tier_low's random draw, another strategy)."""
+    parsed = RunName.parse(run)
+    return (parsed.control is not None or parsed.online) and parsed.strategy == strategy
+
+
 def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, max_seeds: int = 1000) -> pl.DataFrame:
     """How many seeds a comparison needs: per model x task, every pair of strategies (final in-distribution
     accuracy, paired by seed) and every strategy against the base model (its gain, against zero).
 
-    kind: "control" for a strategy against a run named `<strategy>_<suffix>` (its control, or its
-    `_online` run), listed first; "base" for the gain; "pair" for the rest. difference: mean over the
+    kind: "control" for a strategy against its control or its online run (`RunName`), listed first; "base" for the gain; "pair" for the rest. difference: mean over the
     seeds both ran of strategy minus versus (points); difference_sd: its standard deviation over those
     seeds. The spread the power analysis uses is `pooled_sd`, pooled over the model x task's comparisons
     of the same sort (two runs against each other, kinds control and pair; or a gain, kind base), each
@@ -686,8 +692,8 @@ def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, 
         for i, a in enumerate(names):
             comparisons.append((a, "base", "base", gains[a]))
             for b in names[i + 1:]:
-                first, second = (b, a) if a.startswith(b + "_") else (a, b)
-                kind = "control" if second.startswith(first + "_") else "pair"
+                first, second = (b, a) if _controls(b, a) else (a, b)
+                kind = "control" if _controls(first, second) else "pair"
                 mine, other = by_strategy[first], by_strategy[second]
                 comparisons.append((first, second, kind, {s: mine[s] - other[s] for s in mine if s in other}))
         own = []
