@@ -19,6 +19,7 @@ from hardex.generation.sampling import Sampling
 from hardex.memory_advice import advise
 from hardex.memory_estimate import Estimate, estimate_generation, estimate_train, usable_gib
 from hardex.model_shape import model_architecture
+from hardex.precision import DTYPE_NAMES, resolve_precision
 from hardex.settings import decodings, generation_settings, grpo_settings, known_split_size, probe_settings
 
 
@@ -84,10 +85,11 @@ def plan(cfg: dict) -> list[JobPlan]:
         parameters = int(round(float(entry.get("size_b") or 0) * 1e9))
         # what each job loads, whatever the model's dtype: training (hardex.training.policy_dtype) float32 for a
         # full fine-tune and under grpo.precision fp32, else bfloat16 on a GPU, and float32 on a CPU (an upper
-        # bound); the transformers generator (generation.hf.pick_dtype) reads auto as bfloat16 on a GPU, float32
-        # on a CPU; vLLM's auto is the config's dtype, a float32 one served in 16 bits
+        # bound); the transformers generator (generation.hf.pick_dtype) reads auto as bfloat16 on a GPU and as
+        # the CPU's precision on a CPU (bfloat16 where it has it in hardware: this machine's, where CPU jobs run);
+        # vLLM's auto is the config's dtype, a float32 one served in 16 bits
         dtype = entry.get("dtype", "auto")
-        hf_dtype = dtype if dtype != "auto" else ("bfloat16" if gpu else "float32")
+        hf_dtype = dtype if dtype != "auto" else "bfloat16" if gpu else DTYPE_NAMES[resolve_precision("auto", True)]
         vllm_dtype = dtype if dtype != "auto" else "bfloat16"
         grpo = grpo_settings(cfg, model)
         float32_policy = not gpu or grpo["finetune"] == "full" or grpo["precision"] == "fp32"
@@ -108,8 +110,11 @@ def plan(cfg: dict) -> list[JobPlan]:
             adaptive = p.get("adaptive") or {}
             # adaptive probing asks for few samples per call: more prompts share a batch, a larger prefill
             samples = min(adaptive["min_samples"], adaptive["round_size"]) if adaptive.get("enabled") else p["k"]
+            prompts = known_split_size(cfg, cfg["tasks"][task]["pool"])
+            if not adaptive.get("enabled"):  # a full probe generates one chunk of the pool at a time
+                prompts = min(prompts or p["chunk_size"], p["chunk_size"])
             probes.append((task, dict(common, samples=samples, max_new_tokens=p["max_new_tokens"], top_p=Sampling.from_config(p).top_p,
-                                      prompts=known_split_size(cfg, cfg["tasks"][task]["pool"]))))
+                                      prompts=prompts)))
         if probes:
             jobs.append(_worst("probe", arch, probes))
         full = grpo["finetune"] == "full"

