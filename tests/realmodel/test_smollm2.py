@@ -157,6 +157,6 @@ def test_the_real_model_configs_plan_their_documented_grid(tmp_path, smollm2_dir
     import yaml
 
     path = preset_path(name)
-    stats, _ = dry_run(tmp_path, path)
+    stats = dry_run(tmp_path, path)
     check_counts(stats, grid_counts(yaml.safe_load(path.read_text())))
     assert grid_counts(yaml.safe_load(path.read_text())) == DOCUMENTED[name]
