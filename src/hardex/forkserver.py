@@ -20,8 +20,11 @@ a fresh interpreter); real runs do not.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
+import random
+import runpy
 import signal
 import socket
 import struct
@@ -30,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from pathlib import Path
 
 #: the environment variable naming the server's socket, set for Snakemake and so for its jobs' launchers
@@ -43,13 +47,11 @@ PRELOAD = ("torch", "transformers", "transformers.modeling_utils", "transformers
 #: whose values differ from the server's runs in a fresh interpreter, so that forking never changes its meaning
 IMPORT_TIME_ENV = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "TORCH", "PYTORCH_", "CUDA_", "NVIDIA_",
                    "OMP_", "MKL_", "OPENBLAS_", "TRITON_", "PYTHON", "HOME", "XDG_CACHE_HOME")
-_STATUS = struct.Struct("!i")
-RUN_IT_YOURSELF = -1  # the server's answer, in place of a child's pid, to a job whose environment differs
-
-
 #: thread counts, which Snakemake sets per job to its threads: applied in the child instead (torch's)
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+_STATUS = struct.Struct("!i")
+RUN_IT_YOURSELF = -1  # the server's answer, in place of a child's pid, to a job whose environment differs
 
 
 def _import_time_env(env) -> dict[str, str]:
@@ -61,26 +63,29 @@ def _send_message(conn: socket.socket, payload: dict, fds: list[int]) -> None:
     socket.send_fds(conn, [_STATUS.pack(len(data)) + data], fds)
 
 
-def _receive_message(conn: socket.socket) -> tuple[dict, list[int]]:
-    head, fds, _, _ = socket.recv_fds(conn, _STATUS.size, 8)
-    (size,) = _STATUS.unpack(head)
+def _receive_exactly(conn: socket.socket, size: int) -> bytes | None:
+    """`size` bytes, or None where the other end closed first."""
     data = b""
     while len(data) < size:
         chunk = conn.recv(size - len(data))
         if not chunk:
-            raise ConnectionError("the launcher closed the connection mid-message")
+            return None
         data += chunk
+    return data
+
+
+def _receive_message(conn: socket.socket) -> tuple[dict, list[int]]:
+    head, fds, _, _ = socket.recv_fds(conn, _STATUS.size, 8)
+    (size,) = _STATUS.unpack(head)
+    data = _receive_exactly(conn, size)
+    if data is None:
+        raise ConnectionError("the launcher closed the connection mid-message")
     return json.loads(data), fds
 
 
 def _receive_int(conn: socket.socket) -> int | None:
-    data = b""
-    while len(data) < _STATUS.size:
-        chunk = conn.recv(_STATUS.size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return _STATUS.unpack(data)[0]
+    data = _receive_exactly(conn, _STATUS.size)
+    return None if data is None else _STATUS.unpack(data)[0]
 
 
 def _run_script(request: dict) -> int:
@@ -93,18 +98,12 @@ def _run_script(request: dict) -> int:
     sys.argv = list(request["argv"])
     # as `python <script>` sets it: the script's folder first, not the server's `-c` entry (the working directory)
     sys.path[:] = [str(Path(script).resolve().parent), *(p for p in sys.path if p != "")]
-    import random
-    import tempfile
-
     tempfile.tempdir = None  # read TMPDIR again
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     if "torch" in sys.modules and os.environ.get("OMP_NUM_THREADS", "").isdigit():
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # as torch reads it at start
-    import runpy
-    import traceback
-
     try:
         runpy.run_path(script, run_name="__main__")
         return 0
@@ -156,8 +155,6 @@ def _serve_one(conn: socket.socket, listener: socket.socket, started_in: dict[st
 
 def serve(socket_path: str, preload: tuple[str, ...] = PRELOAD) -> None:
     """Import `preload`, then fork a child per connection on `socket_path` until terminated or orphaned."""
-    import importlib
-
     started_in = _import_time_env(os.environ)  # before the imports, which set some (TORCHINDUCTOR_CACHE_DIR)
     for module in preload:
         importlib.import_module(module)
