@@ -1,5 +1,6 @@
 # Validation and the helpers every rule file uses. The config is checked before any job is planned;
 # every value that changes a result reaches its rule through params (Snakemake tracks only those).
+import functools
 import itertools
 import json
 import os
@@ -33,7 +34,7 @@ from hardex.settings import (
 from hardex.architectures import KEPT as ARCHITECTURES
 from hardex import job_time
 from hardex.cluster import check_partitions_or_exit, snakemake_executor
-from hardex.memory_plan import check_plan_or_exit
+from hardex.memory_plan import check_plan_or_exit, host_memory_mb
 from hardex.gpu_packages import check_packages_or_exit, conda_env
 from hardex.model_sources import gguf_file
 from hardex.fetch import offline_jobs
@@ -191,13 +192,35 @@ def gguf_input(wildcards):
 
 
 def model_mem_mb(wildcards, attempt):
-    """Memory for a model job: scaled by model size, doubled per retry attempt (OOM retries)."""
+    """Memory for a job that loads a model (building or converting it): scaled by model size, doubled per retry
+    attempt (OOM retries)."""
     c, size = config["compute"], config["models"][wildcards.model]["size_b"]
     return int((c["mem_mb"] + c["mem_mb_per_b"] * size) * attempt)
 
 
+@functools.cache
+def planned_mem_mb():
+    """The memory plan's host memory of each (model, job kind) on a CPU run (hardex.memory_plan.host_memory_mb)."""
+    return host_memory_mb(config)
+
+
+def job_mem_mb(kind):
+    """Memory of a model's `kind` job (train, probe, evaluate): the plan's on a CPU run, else the size formula
+    (train_mem_mb for train jobs); doubled per retry attempt."""
+
+    def mem_mb(wildcards, attempt):
+        planned = planned_mem_mb().get((wildcards.model, kind))
+        if planned is None:
+            return (train_mem_mb if kind == "train" else model_mem_mb)(
+                wildcards, attempt
+            )
+        return planned * attempt
+
+    return mem_mb
+
+
 def train_mem_mb(wildcards, attempt):
-    """A train job's host memory: compute.mem_mb for each of its grpo.processes processes (Python, torch,
+    """A train job's host memory where the plan does not estimate it (on GPUs): compute.mem_mb for each of its grpo.processes processes (Python, torch,
     CUDA, TRL) and one copy of the model (mem_mb_per_b x size_b), not one per process: from_pretrained
     maps the safetensors files, whose pages the processes share in the page cache, then moves the weights
     to each process's GPU (under ZeRO 3 each process loads only its shard)."""

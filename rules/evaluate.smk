@@ -15,7 +15,7 @@ rule evaluate_base:
     threads: EVALUATE_THREADS
     resources:
         gpu=GENERATION_JOB_GPU,
-        mem_mb=model_mem_mb,
+        mem_mb=job_mem_mb("evaluate"),
         runtime=evaluate_base_runtime,
     params:
         model=model_params,
@@ -46,7 +46,7 @@ rule evaluate_run:
     threads: EVALUATE_THREADS
     resources:
         gpu=GENERATION_JOB_GPU,
-        mem_mb=model_mem_mb,
+        mem_mb=job_mem_mb("evaluate"),
         runtime=evaluate_run_runtime,
     params:
         model=model_params,

@@ -18,7 +18,7 @@ rule probe:
     threads: PROBE_THREADS
     resources:
         gpu=GENERATION_JOB_GPU,
-        mem_mb=model_mem_mb,
+        mem_mb=job_mem_mb("probe"),
         runtime=probe_runtime,
     params:
         model=model_params,

@@ -21,7 +21,7 @@ rule train:
     threads: train_threads
     resources:
         gpu=train_gpus,
-        mem_mb=train_mem_mb,
+        mem_mb=job_mem_mb("train"),
         runtime=train_runtime,
     params:
         model=model_params,

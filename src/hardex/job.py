@@ -42,6 +42,9 @@ def job_log(snakemake):
             raise
         finally:
             print(f"[hardex] {time.time() - t0:.1f}s{_peaks()}", flush=True)
+            over = _over_declared(snakemake)
+            if over:
+                print(over, flush=True)
 
 
 def _peaks() -> str:
@@ -54,6 +57,24 @@ def _peaks() -> str:
         return f", peak host memory {host:.2f} GiB"
     return (f", peak host memory {host:.2f} GiB, peak GPU memory {torch.cuda.max_memory_allocated() / 2**30:.2f} GiB "
             f"({torch.cuda.max_memory_reserved() / 2**30:.2f} GiB reserved)")
+
+
+def _over_declared(snakemake) -> str:
+    """A warning when this process's peak resident memory passed the job's `mem_mb` (a cluster would have killed
+    it); empty otherwise. On a CPU run mem_mb is the memory plan's estimate, made for prompts of at most
+    compute.prompt_tokens tokens."""
+    declared = getattr(snakemake.resources, "mem_mb", None)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    if not isinstance(declared, (int, float)) or peak_mb <= declared:
+        return ""
+    return (f"[hardex] warning: peak host memory {peak_mb:.0f} MB, more than the {declared:.0f} MB this job declared "
+            f"(mem_mb; a cluster would have stopped it). On a CPU run that is the memory plan's estimate: are the "
+            f"prompts longer than compute.prompt_tokens ({_prompt_tokens(snakemake)})? docs/memory-plan.md")
+
+
+def _prompt_tokens(snakemake) -> str:
+    compute = (getattr(snakemake, "config", None) or {}).get("compute") or {}
+    return str(compute.get("prompt_tokens", "unset"))
 
 
 def set_threads(n: int) -> None:

@@ -28,7 +28,7 @@ from hardex.devices import COLOCATED_MEMORY_SHARE, MEMORY_SHARE
 # ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
 from hardex.launch import DISTRIBUTED_STRATEGIES
 from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Batch, Shape,
-                                hf_batch, sampling_bytes_per_row)
+                                hf_batch, sampling_bytes)
 from hardex.schedule import completions_per_step
 
 GIB = 2**30
@@ -183,18 +183,19 @@ def hf_generation_parts(s: Shape, nbytes: int, *, budget: int, samples: int, pro
             budget = cap
     batch = hf_batch(budget, samples, prompt_tokens, max_new_tokens, max_batch_prompts, prompts_available)
     kv = batch.kv_tokens * per_token
-    # a cache is preallocated for prompt + new tokens; rows that finish are dropped by rebuilding it layer by
-    # layer (and n > 1 copies of a prefilled cache are made the same way): one layer's keys and values twice more
-    rebuild = 2 * kv / s.layers
-    # the prefill runs with the cache of the prompts only (n copies are made after it) and keeps one logit row
-    # per prompt; a decode step holds the whole cache and the sampler's logits for every row
+    # a cache is preallocated for prompt + new tokens. With n > 1 samples the prompts' own cache is copied n times
+    # and stays resident until the copies are made (freed, then returned to the system: release_freed_host_memory);
+    # rows that finish are dropped by rebuilding the cache layer by layer (one layer's keys and values twice more)
+    held = max(kv / samples if samples > 1 else 0, 2 * kv / s.layers)
+    # the prefill runs with the cache of the prompts only and keeps one logit row per prompt; a decode step holds
+    # the whole cache, every row's logits and the sampler's copies of the rows it takes at a time
     prefill = kv / samples + batch.prompts * prompt_tokens * prefill_bytes_per_token(s, nbytes, lora) \
         + batch.rows * s.vocab * nbytes
-    decode = kv + rebuild + batch.rows * sampling_bytes_per_row(s, nbytes, top_p)
+    decode = kv + held + sampling_bytes(s, nbytes, batch.rows, top_p)
     if prefill >= decode:
         parts = {"KV cache": kv / samples, "prefill activations": prefill - kv / samples}
     else:
-        parts = {"KV cache": kv + rebuild, "sampling logits": decode - kv - rebuild}
+        parts = {"KV cache": kv + held, "sampling logits": decode - kv - held}
     return parts, batch, notes
 
 

@@ -11,6 +11,7 @@ Snakefile's entry.
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,34 @@ def _worst(kind: str, arch: dict | None, variants: list[tuple[str, dict]]) -> _J
     """The variant (task or benchmark) of a generation job with the largest estimate."""
     name, kw = max(variants, key=lambda v: estimate_generation(arch, **v[1]).total)
     return _Job(kind, arch, kw, f"{'task' if kind == 'probe' else 'benchmark'} {name}")
+
+
+# ---- what a job declares ------------------------------------------------------------------------
+
+# a CPU job declares its planned peak and a quarter more: the allocator's slack and what the plan does not count
+# (on the runs measured, estimates came within 0.84-1.14 of the jobs' peaks: docs/memory-plan.md)
+HOST_SLACK = 1.25
+
+
+def host_memory_mb(cfg: dict) -> dict[tuple[str, str], int]:
+    """The host memory (MB, Snakemake's `mem_mb`) a model's train, probe and evaluate jobs declare, by (model,
+    kind), where the plan estimates it: on a CPU run, for models whose architecture is known and readable. Elsewhere
+    the rules keep the size formula (compute.mem_mb, mem_mb_per_b): on a GPU the plan is the card's memory; an
+    unknown architecture's estimate counts the weights alone; a local config.json the plan cannot read is the first
+    job's to refuse, in one line; and a rehearsal's stand-ins are planned as the real model they stand in for."""
+    if gpu_jobs(cfg):
+        return {}
+    declared = {}
+    for model, entry in cfg["models"].items():
+        if entry.get("path") == "standin":
+            continue
+        try:
+            plans = plan({**cfg, "models": {model: entry}})
+        except (KeyError, TypeError, ValueError):
+            continue
+        declared.update({(p.model, p.kind): math.ceil(p.estimate.total * HOST_SLACK * 1024) for p in plans
+                         if not _unknown(p)})
+    return declared
 
 
 # ---- refusal and table ----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hardex.architectures import config_of
+from hardex.generation.sampling import SAMPLE_ROWS
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
@@ -95,11 +96,19 @@ def model_architecture(entry: dict) -> tuple[dict | None, str]:
 
 
 def sampling_bytes_per_row(s: Shape, nbytes: int, top_p: float) -> int:
-    """One decode step's logits and hardex's sampler (generation.hf.sample_tokens): the model's logits, the
-    float32 probabilities and their cumulative sum; top_p < 1 adds the sorted copy, its int64 indices and
-    the masked copy."""
-    per_vocab = nbytes + 4 + 4 + 4 + (4 + 8 + 4 if top_p < 1 else 0)
-    return s.vocab * per_vocab
+    """What one row of a decode step's logits and hardex's sampler (generation.hf.sample_tokens) read and write:
+    the model's logits, the float32 probabilities and their cumulative sum; top_p < 1 adds the sorted copy, its
+    int64 indices and the masked copy."""
+    return s.vocab * (nbytes + _sampler_bytes_per_word(top_p))
+
+
+def sampling_bytes(s: Shape, nbytes: int, rows: int, top_p: float) -> int:
+    """Memory of a decode step's logits (every row's) and of the sampler, which takes SAMPLE_ROWS rows at a time."""
+    return s.vocab * (rows * nbytes + min(rows, SAMPLE_ROWS) * _sampler_bytes_per_word(top_p))
+
+
+def _sampler_bytes_per_word(top_p: float) -> int:
+    return 4 + 4 + 4 + (4 + 8 + 4 if top_p < 1 else 0)
 
 
 @dataclass

@@ -151,6 +151,22 @@ def test_sampled_tokens_follow_the_distribution():
     assert top[2] == top[3] == 0 and abs(top[0] - want[0] / (want[0] + want[1])) < 0.015
 
 
+def test_the_sampler_takes_rows_in_chunks_and_draws_what_the_whole_batch_would():
+    """Issue 44: the sampler's float32 copies of every row's vocabulary (0.5-1 GiB for 1,200-2,500 rows of SmolLM2's
+    49,152 words) now exist SAMPLE_ROWS rows at a time; each row's token is the one sampling the batch at once gives."""
+    import torch
+
+    from hardex.generation.hf import _sample_rows, sample_tokens
+    from hardex.generation.sampling import SAMPLE_ROWS
+
+    torch.manual_seed(0)
+    rows = 2 * SAMPLE_ROWS + 37
+    logits = (3 * torch.randn(rows, 4000)).to(torch.bfloat16)
+    u = torch.rand(rows)
+    for top_p in (1.0, 0.9):
+        assert torch.equal(sample_tokens(logits, u, 0.7, top_p), _sample_rows(logits, u, 0.7, top_p))
+
+
 def test_use_checkpoint_switches_weights(gen, tmp_path):
     import torch
     from peft import LoraConfig, get_peft_model

@@ -261,6 +261,28 @@ def test_a_plan_that_cannot_fit_its_gpu_is_refused_before_any_job_and_one_that_f
     assert [r[1] for r in rows] == ["train", "probe", "evaluate"] and all(r[-1] == "yes" for r in rows)
 
 
+def test_a_cpu_runs_model_jobs_declare_the_memory_plans_estimate(tmp_path):
+    """Issue 44: on a CPU the plan estimates each job's host memory, and that is what the job asks a cluster for
+    (mem_mb), with HOST_SLACK; it was compute.mem_mb + mem_mb_per_b x size_b, which the real model's evaluations
+    passed (6.9 GB against 5,080 MB: tests/realmodel/test_memory.py)."""
+    from hardex.config import check_config
+    from hardex.memory_plan import HOST_SLACK, host_memory_mb, plan
+
+    cfg = yaml.safe_load(BUILT_CONFIG.read_text())
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "-n", "--cores", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    jobs = re.findall(r"rule (\w+):\n(?:    .*\n)*?    wildcards: model=(\w+)[^\n]*\n(?:    .*\n)*?    resources: ([^\n]*)",
+                      res.stdout)
+    declared = {(model, rule): int(re.search(r"mem_mb=(\d+)", r).group(1)) for rule, model, r in jobs if "mem_mb=" in r}
+    checked = check_config(cfg)
+    planned = {p.kind: p for p in plan(checked)}
+    for rule, kind in (("train", "train"), ("probe", "probe"), ("evaluate_base", "evaluate"), ("evaluate_run", "evaluate")):
+        mb = declared[(planned[kind].model, rule)]
+        assert mb == host_memory_mb(checked)[(planned[kind].model, kind)], rule
+        assert mb >= planned[kind].estimate.total * 1024 * HOST_SLACK
+
+
 def test_jobs_ask_for_a_gpu_per_training_process_and_per_tensor_parallel_rank(tmp_path):
     # grpo.processes 2 and tensor_parallel_size 4 with compute.gpu 1: train jobs ask for 2 GPUs (and 2 x
     # run_threads threads), probe and evaluate jobs for 4

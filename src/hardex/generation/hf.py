@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hardex.generation.sampling import Sampling
+from hardex.generation.sampling import SAMPLE_ROWS, Sampling
 from hardex.models import encode_prompt
 from hardex.devices import gpu_share, pick_device
 from hardex.precision import resolve_precision, torch_dtype
@@ -75,13 +75,24 @@ def stream_uniforms(keys: list[int], steps: int) -> np.ndarray:
 def sample_tokens(logits, u, temperature: float, top_p: float):
     """One token per row by inverse-CDF sampling with the given uniforms (greedy if temperature 0).
 
-    Row i's token depends only on row i's logits and u[i]. top_p keeps the smallest set of most
-    likely tokens whose mass reaches top_p (ties in probability kept in vocabulary order).
+    Row i's token depends only on row i's logits and u[i], so rows are sampled SAMPLE_ROWS at a time: the
+    same tokens, with float32 copies of a few hundred rows at most instead of the whole batch's. top_p keeps
+    the smallest set of most likely tokens whose mass reaches top_p (ties in probability kept in vocabulary
+    order).
     """
     import torch
 
     if temperature == 0:
         return logits.argmax(-1)
+    if logits.shape[0] > SAMPLE_ROWS:
+        return torch.cat([_sample_rows(logits[i : i + SAMPLE_ROWS], u[i : i + SAMPLE_ROWS], temperature, top_p)
+                          for i in range(0, logits.shape[0], SAMPLE_ROWS)])
+    return _sample_rows(logits, u, temperature, top_p)
+
+
+def _sample_rows(logits, u, temperature: float, top_p: float):
+    import torch
+
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     if top_p < 1.0:
         sp, idx = probs.sort(dim=-1, descending=True, stable=True)
@@ -93,6 +104,25 @@ def sample_tokens(logits, u, temperature: float, top_p: float):
     cdf = probs.cumsum(-1)
     j = torch.searchsorted(cdf, (u.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1))
     return j.clamp_(max=probs.shape[-1] - 1).squeeze(-1)
+
+
+def release_freed_host_memory() -> None:
+    """Return freed heap pages to the system (glibc's malloc_trim; elsewhere nothing). glibc keeps the pages of
+    freed allocations under its mmap threshold (up to 32 MB) for reuse: after the prefill's cache is copied for
+    n samples, the prompts' own cache (0.35 GiB for 150 of SmolLM2's prompts) stayed resident beside it."""
+    global _malloc_trim
+    if _malloc_trim is None:
+        try:
+            import ctypes
+
+            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _malloc_trim = False
+    if _malloc_trim:
+        _malloc_trim(0)
+
+
+_malloc_trim = None
 
 
 def _prealloc_layer_class():
@@ -131,13 +161,12 @@ def _prealloc_layer_class():
             return self.length
 
         def _rebuild(self, fn) -> None:
+            # over the whole buffers, unfilled positions too: fn's result is the new buffer, with no temporary of
+            # the filled part to copy in (on a CPU those temporaries fragmented the heap: 0.5 GiB more at the peak
+            # of a 1,200-row batch)
             if not self.is_initialized:
                 return
-            k, v = fn(self._k[:, :, : self.length]), fn(self._v[:, :, : self.length])
-            self._k = k.new_empty((k.shape[0], k.shape[1], self.capacity, k.shape[3]))
-            self._v = v.new_empty((v.shape[0], v.shape[1], self.capacity, v.shape[3]))
-            self._k[:, :, : self.length] = k
-            self._v[:, :, : self.length] = v
+            self._k, self._v = fn(self._k), fn(self._v)
             self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
 
         def batch_repeat_interleave(self, repeats: int) -> None:
@@ -359,6 +388,8 @@ class HFGenerator:
                 cache.batch_repeat_interleave(n)
                 logits = logits.repeat_interleave(n, dim=0)
                 attn = attn.repeat_interleave(n, dim=0)
+                if dev == "cpu":
+                    release_freed_host_memory()
             next_pos = attn.sum(-1)  # position of the first new token of each row
             row = torch.arange(n_rows, device=dev)  # original row of each batch row
             alive = torch.ones(n_rows, dtype=torch.bool, device=dev)
