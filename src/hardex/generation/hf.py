@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import nullcontext
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -110,19 +111,19 @@ def release_freed_host_memory() -> None:
     """Return freed heap pages to the system (glibc's malloc_trim; elsewhere nothing). glibc keeps the pages of
     freed allocations under its mmap threshold (up to 32 MB) for reuse: after the prefill's cache is copied for
     n samples, the prompts' own cache (0.35 GiB for 150 of SmolLM2's prompts) stayed resident beside it."""
-    global _malloc_trim
-    if _malloc_trim is None:
-        try:
-            import ctypes
-
-            _malloc_trim = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            _malloc_trim = False
-    if _malloc_trim:
-        _malloc_trim(0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
 
 
-_malloc_trim = None
+@cache
+def _malloc_trim():
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _prealloc_layer_class():
