@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import copy
 import tempfile
+from functools import partial
 import time
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def main() -> None:
     ap.add_argument("--vllm", action="store_true", help="also time vLLM rollouts (grpo.rollouts: vllm)")
     ap.add_argument("--precisions", default="auto",
                     help="grpo.precision values to time side by side, comma-separated (e.g. fp32,auto)")
-    ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm])")
+    ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm]; "
+                                                     "hardex-dynamic: hardex's without the fixed-shape decode step)")
     args = ap.parse_args()
     rollouts = args.rollouts.split(",") if args.rollouts else ["trl", "hardex", *(["vllm"] if args.vllm else [])]
     precisions = args.precisions.split(",")
@@ -48,7 +50,9 @@ def main() -> None:
     import torch
     import trl
 
+    from hardex import training
     from hardex.controls import task_reward
+    from hardex.generation.hf import HFGenerator
     from hardex.settings import grpo_settings
     from hardex.training import train_grpo, training_precision
 
@@ -91,6 +95,10 @@ def main() -> None:
         for mode in modes:
             run_cfg = copy.deepcopy(cfg)
             rollout, _, precision = mode.partition("/")
+            # hardex-dynamic: hardex's rollouts decoding without the fixed-shape (on a GPU, CUDA-graph) step
+            training.HFGenerator = (partial(HFGenerator, decode="dynamic") if rollout == "hardex-dynamic"
+                                    else HFGenerator)
+            rollout = rollout.removesuffix("-dynamic")
             run_cfg["grpo"].update(rollouts=rollout, max_steps=args.steps, save_steps=args.steps,
                                    precision=precision or precisions[0])
             g = grpo_settings(run_cfg, next(iter(cfg["models"])))

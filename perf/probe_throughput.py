@@ -21,6 +21,10 @@ converts), with the machine's float32 matmul bound measured in the same run:
 GPU, a random-init Qwen3 of ~0.6B parameters (hidden 1024, 28 layers, vocab 151936), EOS ignored:
     python perf/probe_throughput.py --random-qwen3 1024,28 --device cuda --dtype bfloat16 \\
         --n-prompts 512 --k 8 --max-new-tokens 256 --repeats 2
+HFGenerator's decode modes side by side (--decode: the first is "hardex", the others are timed beside it and
+their completions compared with its, same seeds), e.g. a GPU's CUDA-graph step against the step it replays and
+the dynamic one:
+    python perf/probe_throughput.py --model M --device cuda --dtype bfloat16 --decode graph,static,dynamic
 """
 
 from __future__ import annotations
@@ -131,6 +135,9 @@ def main(argv=None):
     ap.add_argument("--token-budget", type=int, default=262144, help="backend: padded tokens per batch")
     ap.add_argument("--max-batch-prompts", type=int, default=512)
     ap.add_argument("--drop-fraction", type=float, default=0.25)
+    ap.add_argument("--decode", default="auto",
+                    help="HFGenerator decode modes, comma-separated: the first is 'hardex', the others are timed "
+                         "and compared with it (auto, graph, static, dynamic)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     ap.add_argument("--vllm", action="store_true", help="also hardex's vLLM backend (needs a --model path)")
     ap.add_argument("--json", default=str(OUT / "probe_throughput.json"))
@@ -181,13 +188,18 @@ def main(argv=None):
     for name, b in {dtype_name: bound, "float32": bound_f32}.items():  # one line when they are the same
         print(f"{name} matmul: {b['matmul_gflops']:.0f} GFLOP/s, bounding generation near "
               f"{b['bound_tokens_per_s']:.0f} tokens/s for {n_params / 1e6:.1f}M parameters", flush=True)
-    gen = HFGenerator(path, device=device, model=model, tokenizer=tok, token_budget=args.token_budget,
-                      max_batch_prompts=args.max_batch_prompts, progress=False, drop_fraction=args.drop_fraction,
-                      ignore_eos=args.ignore_eos)
+    decodes = args.decode.split(",")
+
+    def generator(decode: str):
+        return HFGenerator(path, device=device, model=model, tokenizer=tok, token_budget=args.token_budget,
+                           max_batch_prompts=args.max_batch_prompts, progress=False, drop_fraction=args.drop_fraction,
+                           ignore_eos=args.ignore_eos, decode=decode)
+
+    gen = generator(decodes[0])
     eos_ids = gen.eos_ids
     sync = torch.cuda.synchronize if str(device).startswith("cuda") else (lambda: None)
 
-    backends = {"hardex": gen}
+    backends = {"hardex": gen, **{f"hardex-{d}": generator(d) for d in decodes[1:]}}
     if args.vllm:
         from hardex.generation.vllm_backend import VLLMGenerator
 
@@ -198,7 +210,8 @@ def main(argv=None):
 
     # warm-up (allocator, kernels, lazy inits): a few prompts through each
     run_baseline(model, tok, prompts[:2], 2, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}), eos_ids, sync)
-    run_backend(gen, prompts[:2], 2, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}), sync)
+    for b in backends.values():
+        run_backend(b, prompts[:2], 2, argparse.Namespace(**{**vars(args), "max_new_tokens": 8}), sync)
 
     runs = {"baseline": [], **{name: [] for name in backends}}
     for r in range(args.repeats):
@@ -242,6 +255,17 @@ def main(argv=None):
     print(f"ratio     {ours_tps / base_tps:.2f}x")
     print(f"bound     {bound['bound_tokens_per_s']:10.1f} tokens/s ({dtype_name} matmul {bound['matmul_gflops']:.0f} GFLOP/s): "
           f"hardex at {ours_tps / bound['bound_tokens_per_s']:.0%} of it (target 60 %)")
+    for d in decodes[1:]:  # the other decode modes: speed, and how many completions they share with the first
+        from hardex.generation import Sampling
+
+        tps = median([x["tokens_per_s"] for x in runs[f"hardex-{d}"]])
+        sampling = Sampling(args.temperature, args.top_p, args.max_new_tokens)
+        first, other = (b.generate(prompts, args.k, sampling, seed=0) for b in (gen, backends[f"hardex-{d}"]))
+        pairs = [(a, b) for xs, ys in zip(first, other) for a, b in zip(xs, ys)]
+        same = sum(a == b for a, b in pairs) / len(pairs)
+        summary.setdefault("decode", {})[d] = {"tokens_per_s": tps, "identical_completions": same}
+        print(f"decode    {d}: median {tps:10.1f} tokens/s; decode {decodes[0]} is {ours_tps / tps:.2f}x as fast, "
+              f"{same:.1%} of {len(pairs)} completions identical to its")
     if args.vllm:
         vllm_tps = median([x["tokens_per_s"] for x in runs["vllm"]])
         summary.update(vllm_tokens_per_s=vllm_tps, vllm_ratio=vllm_tps / base_tps)

@@ -136,6 +136,63 @@ def test_early_stopping_keeps_sampled_outputs(eos_gen):
     assert sum(a == b for a, b in pairs) / len(pairs) >= 0.97
 
 
+def test_the_fixed_shape_decode_step_gives_the_dynamic_steps_tokens(eos_gen):
+    """What a GPU replays from a CUDA graph (decode="graph") is the fixed-shape step (decode="static"): the whole
+    preallocated cache under a mask, the new token written at a slot tensor. Run here without the graph, it
+    gives the dynamic step's tokens, greedy and sampled, with rows leaving the batch at every step (the step
+    is rebuilt at each new size) and without."""
+    ps = list(prompts())
+    greedy = Sampling(0.0, 1.0, 40)
+    try:
+        for drop in (0.0, 1.0):
+            eos_gen.drop_fraction = drop
+            eos_gen.decode = "dynamic"
+            dynamic = eos_gen.generate(ps, 1, greedy), eos_gen.generate(ps, 4, SAMPLE, seed=2)
+            eos_gen.decode = "static"
+            static = eos_gen.generate(ps, 1, greedy), eos_gen.generate(ps, 4, SAMPLE, seed=2)
+            assert static[0] == dynamic[0], drop
+            pairs = [(a, b) for xs, ys in zip(static[1], dynamic[1]) for a, b in zip(xs, ys)]
+            assert sum(a == b for a, b in pairs) / len(pairs) >= 0.97, drop
+        assert len({len(o[0]) for o in static[0]}) > 2  # rows finished at different steps
+    finally:
+        eos_gen.drop_fraction, eos_gen.decode = 0.25, "auto"
+
+
+def test_the_cuda_graph_replays_the_fixed_shape_step_exactly():
+    """On a GPU, decode="graph" (the default there) replays the fixed-shape step's kernels: the same tokens as
+    decode="static" to the bit, with rows leaving the batch (each new size captured again), and the capture did
+    not fall back to eager steps. Skipped without CUDA (the device tool runs it where a machine is lent)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (no GPU here; perf/decode_graph_gpu.sh runs it where one is lent)")
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
+
+    from hardex.generation.hf import HFGenerator, StaticDecodeStep
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir())
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(Qwen3Config(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    gen = HFGenerator("random", device="cuda", dtype="bfloat16", model=model.to(torch.bfloat16), tokenizer=tok,
+                      progress=False, drop_fraction=0.0)
+    ps = list(prompts())
+    outs = {}
+    for decode in ("graph", "static"):
+        gen.decode = decode
+        outs[decode] = gen.generate(ps, 4, SAMPLE, seed=3), gen.generate(ps, 1, Sampling(0.0, 1.0, 24))
+    assert not StaticDecodeStep.failed_captures
+    assert outs["graph"] == outs["static"]
+
+
+def test_an_unknown_decode_mode_is_refused():
+    from hardex.generation.hf import HFGenerator
+
+    with pytest.raises(ValueError, match="decode: 'cuda' is not one of auto, graph, static, dynamic"):
+        HFGenerator(tiny_model_dir(), device="cpu", decode="cuda", progress=False)
+
+
 def test_sampled_tokens_follow_the_distribution():
     """Inverse-CDF sampling with keyed uniforms draws from softmax(logits / T) (and top_p)."""
     import torch

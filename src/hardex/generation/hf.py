@@ -21,6 +21,13 @@
   last bits with batch composition (different matrix-multiply blocking); a sample flips only when
   its uniform lands within that rounding error of a CDF boundary (measured in the tests and in
   docs/performance.md).
+
+On a GPU the decode step is replayed from a captured CUDA graph (`decode="auto"`): a small model's step
+is about a thousand kernels of a few microseconds each, and launching them from Python kept the card
+idle most of the time (docs/gpu-runs.md). A graph needs fixed shapes and addresses, so that step
+attends over the whole preallocated cache under a mask of the filled positions and writes its keys at
+a slot held in a tensor (`PreallocLayer.slot`); a batch that drops finished rows captures again at its
+new size.
 """
 
 from __future__ import annotations
@@ -126,6 +133,7 @@ def _malloc_trim():
         return None
 
 
+@cache  # one class: the fixed-shape step checks a cache's layers against it
 def _prealloc_layer_class():
     """A DynamicLayer that writes into a buffer allocated once for the whole generation instead of
     concatenating a new tensor every step (DynamicLayer's torch.cat copies the whole cache at each
@@ -137,6 +145,7 @@ def _prealloc_layer_class():
             super().__init__()
             self.capacity = capacity
             self.length = 0
+            self.slot = None  # a device tensor of one position: fixed-shape decoding (HFGenerator's static steps)
 
         def lazy_initialization(self, key_states, value_states) -> None:
             self.dtype, self.device = key_states.dtype, key_states.device
@@ -149,6 +158,10 @@ def _prealloc_layer_class():
         def update(self, key_states, value_states, *args, **kwargs):
             if not self.is_initialized:
                 self.lazy_initialization(key_states, value_states)
+            if self.slot is not None:  # a fixed-shape decode step: one token written at the slot, the whole buffers
+                self._k.index_copy_(2, self.slot, key_states)
+                self._v.index_copy_(2, self.slot, value_states)
+                return self._k, self._v
             end = self.length + key_states.shape[-2]
             if end > self.capacity:
                 raise RuntimeError(f"KV cache capacity {self.capacity} exceeded")
@@ -191,6 +204,9 @@ def make_cache(config, capacity: int):
     return cache
 
 
+DECODE_MODES = ("auto", "graph", "static", "dynamic")
+
+
 class HFGenerator:
     """Batched sampling over a transformers causal LM (see the module docstring).
 
@@ -199,7 +215,10 @@ class HFGenerator:
     bounds its prompts. `prealloc`: a KV cache allocated once per batch (else transformers'
     DynamicCache, which concatenates at every step). `drop_fraction`: finished rows are removed
     from the batch once they are at least this share of it (0 = at every step). `ignore_eos`
-    decodes max_new_tokens for every row (throughput benchmarks on random weights). `model` /
+    decodes max_new_tokens for every row (throughput benchmarks on random weights). `decode`: "graph" replays
+    each decode step from a CUDA graph, "static" runs the same fixed-shape step without one (what the graph
+    replays, on any device: its tests), "dynamic" the step over the filled cache only; "auto" = "graph" on a
+    GPU with SDPA attention and a preallocated cache, else "dynamic". `model` /
     `tokenizer`: objects already loaded (then `model_path` only names them).
     """
 
@@ -215,6 +234,7 @@ class HFGenerator:
         drop_fraction: float = 0.25,
         ignore_eos: bool = False,
         prealloc: bool = True,
+        decode: str = "auto",
         model=None,
         tokenizer=None,
     ):
@@ -239,7 +259,10 @@ class HFGenerator:
         self.progress = progress
         self.drop_fraction = drop_fraction
         self.ignore_eos = ignore_eos
+        if decode not in DECODE_MODES:
+            raise ValueError(f"decode: {decode!r} is not one of {', '.join(DECODE_MODES)}")
         self.prealloc = prealloc
+        self.decode = decode
         self.tokens_generated = 0
         self._torch = torch
         eos = {self.tokenizer.eos_token_id}
@@ -353,6 +376,23 @@ class HFGenerator:
         bar.close()
         return out
 
+    def _static(self, cache, config) -> bool:
+        """Whether this batch decodes in fixed-shape steps: asked for, or "auto" on a GPU; and possible: every
+        cache layer preallocated (no sliding window) and SDPA attention, which takes the boolean mask as is."""
+        mode = self.decode
+        if mode == "auto":
+            mode = "graph" if str(self.device).startswith("cuda") else "dynamic"
+        if mode == "dynamic":
+            return False
+        layers = getattr(cache, "layers", None) or []
+        prealloc = _prealloc_layer_class()
+        return (bool(layers) and all(type(layer) is prealloc for layer in layers)
+                and getattr(config, "_attn_implementation", None) == "sdpa")
+
+    def _decode_step(self, cache, config, attn, width: int):
+        graph = self.decode == "graph" or (self.decode == "auto" and str(self.device).startswith("cuda"))
+        return StaticDecodeStep(self.model, cache, attn, width, graph=graph)
+
     def _generate_batch(self, prompt_ids: list[list[int]], n: int, sampling: Sampling, streams: list[int]):
         """New token ids (up to and including EOS) of n samples of each prompt, prompt-major."""
         torch = self._torch
@@ -392,6 +432,7 @@ class HFGenerator:
                 if dev == "cpu":
                     release_freed_host_memory()
             next_pos = attn.sum(-1)  # position of the first new token of each row
+            step = self._decode_step(cache, config, attn, width) if self._static(cache, config) else None
             row = torch.arange(n_rows, device=dev)  # original row of each batch row
             alive = torch.ones(n_rows, dtype=torch.bool, device=dev)
             n_alive, n_batch = n_rows, n_rows
@@ -419,11 +460,86 @@ class HFGenerator:
                             attn, next_pos, row, nxt = attn[keep], next_pos[keep], row[keep], nxt[keep]
                             alive = alive[keep]
                             n_batch = n_alive
-                attn = torch.cat([attn, attn.new_ones((n_batch, 1))], dim=-1)
-                logits = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos[:, None],
-                               past_key_values=cache, use_cache=True).logits[:, -1, :]
+                            if step is not None:
+                                step.select(keep)
+                if step is not None:
+                    logits = step(nxt, next_pos, width + t)
+                else:
+                    attn = torch.cat([attn, attn.new_ones((n_batch, 1))], dim=-1)
+                    logits = model(input_ids=nxt[:, None], attention_mask=attn, position_ids=next_pos[:, None],
+                                   past_key_values=cache, use_cache=True).logits[:, -1, :]
                 next_pos = next_pos + 1
         lengths = lengths.tolist()
         self.tokens_generated += int(sum(lengths))
         tokens = tokens.tolist()
         return [r[:n_] for r, n_ in zip(tokens, lengths)]
+
+
+class StaticDecodeStep:
+    """One decode step of fixed shapes over a preallocated cache, replayed from a CUDA graph when `graph`.
+
+    Inputs live in tensors the step owns (the tokens, their positions, the slot they are written at), and the
+    attention mask covers the whole cache: the prompt's tokens (left padding masked) and each new token's slot
+    from the step that writes it. The first call at a batch size runs the step eagerly on a side stream (CUDA's
+    warm-up) and captures it; later calls copy their inputs in and replay. `select` keeps some rows (finished
+    rows leave the batch): the cache's buffers move, so the next call captures again. A capture that fails (an
+    architecture whose forward synchronises with the host) leaves the step eager, with one warning.
+    """
+
+    failed_captures: set[str] = set()
+
+    def __init__(self, model, cache, attn, width: int, graph: bool):
+        import torch
+
+        self.torch, self.model, self.cache, self.graph_wanted = torch, model, cache, graph
+        dev = attn.device
+        capacity = cache.layers[0].capacity
+        self.valid = torch.zeros((attn.shape[0], capacity), dtype=torch.bool, device=dev)
+        self.valid[:, :width] = attn.bool()
+        self.slot = torch.zeros(1, dtype=torch.long, device=dev)
+        for layer in cache.layers:
+            layer.slot = self.slot
+        self._new_batch(attn.shape[0])
+
+    def _new_batch(self, rows: int) -> None:
+        torch = self.torch
+        self.ids = torch.zeros((rows, 1), dtype=torch.long, device=self.valid.device)
+        self.pos = torch.zeros((rows, 1), dtype=torch.long, device=self.valid.device)
+        self.graph, self.logits = None, None
+
+    def select(self, keep) -> None:
+        self.valid = self.valid.index_select(0, keep)
+        self._new_batch(len(keep))
+
+    def _forward(self):
+        self.valid.index_fill_(1, self.slot, True)
+        return self.model(input_ids=self.ids, attention_mask=self.valid[:, None, None, :], position_ids=self.pos,
+                          past_key_values=self.cache, use_cache=True).logits[:, -1, :]
+
+    def __call__(self, tokens, positions, slot: int):
+        torch = self.torch
+        self.ids.copy_(tokens[:, None])
+        self.pos.copy_(positions[:, None])
+        self.slot.fill_(slot)
+        if self.graph is not None:
+            self.graph.replay()
+            return self.logits
+        name = type(self.model).__name__
+        if not self.graph_wanted or name in self.failed_captures:
+            return self._forward()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # the warm-up is this step, computed for real
+            logits = self._forward()
+        torch.cuda.current_stream().wait_stream(side)
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self.logits = self._forward()
+            self.graph = graph
+        except RuntimeError as e:
+            import warnings
+
+            self.failed_captures.add(name)
+            warnings.warn(f"decoding {name} without a CUDA graph: its capture failed ({e})", stacklevel=2)
+        return logits
