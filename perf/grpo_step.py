@@ -10,6 +10,9 @@ backward passes, the optimizer, TRL's bookkeeping).
     python perf/grpo_step.py --config experiments/real_model_cpu.yaml --model results/models/smol \
         --steps 4 --repeats 2 --threads 2           # a real 135M model, that config's train job
 
+`trl` is TRL's own step: its `generate`, and its log-probabilities with one pass over each prompt per
+completion; hardex's modes score each distinct prompt once (hardex.shared_prefix) where that applies.
+
 Both modes train the same rows with the same settings (the config's grpo section, on its first pool);
 they alternate inside each repeat so that a change in the machine's load hits both. One torch thread,
 as a train job of the default runs (compute.run_threads).
@@ -40,7 +43,8 @@ def main() -> None:
     ap.add_argument("--precisions", default="auto",
                     help="grpo.precision values to time side by side, comma-separated (e.g. fp32,auto)")
     ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm]; "
-                                                     "hardex-dynamic: hardex's without the fixed-shape decode step)")
+                                                     "hardex-dynamic: hardex's without the fixed-shape decode step; "
+                                                     "hardex-unshared: with TRL's log-probabilities)")
     args = ap.parse_args()
     rollouts = args.rollouts.split(",") if args.rollouts else ["trl", "hardex", *(["vllm"] if args.vllm else [])]
     precisions = args.precisions.split(",")
@@ -53,6 +57,7 @@ def main() -> None:
     from hardex import training
     from hardex.controls import task_reward
     from hardex.generation.hf import HFGenerator
+    from hardex.shared_prefix import shared_prompt_logps
     from hardex.settings import grpo_settings
     from hardex.training import train_grpo, training_precision
 
@@ -67,7 +72,8 @@ def main() -> None:
     rollout_seconds = []
     # where a step's time goes: each phase's seconds summed over a run (TRL's methods, timed where they are)
     phases = {"sampling": (trl.GRPOTrainer, "_generate"),  # the rollouts, whichever backend fills them
-              "log-probabilities": (trl.GRPOTrainer, "_get_per_token_logps_and_entropies"),  # forward passes
+              # forward passes: hardex's trainer's (one pass per distinct prompt), or TRL's where it falls back
+              "log-probabilities": (training._trainer_class(), "_get_per_token_logps_and_entropies"),
               "backward": (accelerate.Accelerator, "backward")}
     phase_seconds = {name: 0.0 for name in phases}
 
@@ -99,6 +105,10 @@ def main() -> None:
             training.HFGenerator = (partial(HFGenerator, decode="dynamic") if rollout == "hardex-dynamic"
                                     else HFGenerator)
             rollout = rollout.removesuffix("-dynamic")
+            # trl, and hardex-unshared: TRL's log-probabilities (one pass over each prompt per completion)
+            unshared = rollout == "trl" or rollout.endswith("-unshared")
+            training.shared_prompt_logps = (lambda *a, **k: None) if unshared else shared_prompt_logps
+            rollout = rollout.removesuffix("-unshared")
             run_cfg["grpo"].update(rollouts=rollout, max_steps=args.steps, save_steps=args.steps,
                                    precision=precision or precisions[0])
             g = grpo_settings(run_cfg, next(iter(cfg["models"])))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import time
@@ -34,6 +35,7 @@ from hardex.precision import DTYPE_NAMES, resolve_precision, torch_dtype
 from hardex.quantization import quantization_config
 from hardex.rollouts import HardexRollouts
 from hardex.schedule import completions_per_step, past_horizon, run_steps, schedule_horizon
+from hardex.shared_prefix import shared_prompt_logps
 from hardex.tracking import tracker_args
 
 
@@ -85,6 +87,7 @@ def check_lora_targets(model, targets: list[str], model_path: str) -> None:
                             f"its linear layers are {', '.join(leaves)}")
 
 
+@functools.cache  # one class a process: perf/grpo_step.py times its methods
 def _trainer_class():
     import torch
     from trl import GRPOTrainer
@@ -113,7 +116,8 @@ def _trainer_class():
         """TRL's GRPOTrainer, tokenizing prompts as probing and evaluation do (`encode_prompt`):
         TRL would add special tokens to text that already holds them (two BOS for Llama 3); training a
         quantized model's LoRA adapters in float32; its learning-rate schedule spanning `schedule_steps`
-        (hardex.schedule); and each epoch's order the same whether the run was resumed or not."""
+        (hardex.schedule); each epoch's order the same whether the run was resumed or not; and each distinct
+        prompt's forward pass computed once for its completions' log-probabilities (hardex.shared_prefix)."""
 
         def __init__(self, model, *args, schedule_steps: int | None = None, **kwargs):
             self.schedule_steps = schedule_steps
@@ -133,6 +137,27 @@ def _trainer_class():
 
         def _get_train_sampler(self, dataset=None):
             return EpochOrder(super()._get_train_sampler(dataset))
+
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
+                                               batch_size=None, compute_entropy=False, compute_aux_loss=False,
+                                               **inputs):
+            # each distinct prompt's forward pass once (hardex.shared_prefix), where it applies
+            shared = None
+            if (not compute_aux_loss and not self.args.gradient_checkpointing and self.accelerator.num_processes == 1
+                    and all(v is None for v in inputs.values())):
+                step, chunks = batch_size or input_ids.size(0), []
+                for i in range(0, input_ids.size(0), step):  # TRL's chunks (its memory bound)
+                    chunks.append(shared_prompt_logps(model, input_ids[i : i + step], attention_mask[i : i + step],
+                                                      logits_to_keep, compute_entropy, self.accelerator.autocast,
+                                                      model.config.get_text_config()))
+                    if chunks[-1] is None:  # no prompt repeats: TRL's own pass
+                        break
+                else:
+                    shared = (torch.cat([c[0] for c in chunks]),
+                              torch.cat([c[1] for c in chunks]) if compute_entropy else None, None)
+            return shared or super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                **inputs)
 
         def create_scheduler(self, num_training_steps: int, optimizer=None):
             return super().create_scheduler(self.schedule_steps or num_training_steps, optimizer)
