@@ -10,13 +10,19 @@ backward of the index sums each prompt's gradient over its completions.
 
 Used by hardex's trainer (hardex.training) in place of TRL's `_get_per_token_logps_and_entropies` where it
 applies: one process, no gradient checkpointing (which turns the cache off), a text-only batch and no MoE
-load-balancing loss. Elsewhere, or where no prompt repeats in a batch, TRL's own pass runs.
+load-balancing loss. Elsewhere, or where the repeated prompts would save too little work to pay for a second
+forward call (a tiny model), TRL's own pass runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+
+# the forward and backward work (6 x parameters x tokens) the shared pass must save more than to be taken: a second
+# forward call costs the fixed overhead of a pass, which a tiny model's saved prompt tokens do not repay
+# (the tests' 1.4M-parameter models ran slower shared; SmolLM2-135M saves about 1e12 a step)
+MIN_SAVED_FLOPS = 1e10
 
 
 def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, compute_entropy: bool,
@@ -33,7 +39,8 @@ def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, c
     if width < 2:
         return None
     distinct, row_prompt = torch.unique(prompts, dim=0, return_inverse=True)
-    if distinct.shape[0] == prompts.shape[0]:
+    parameters = sum(p.numel() for p in model.parameters())
+    if 6 * parameters * (prompts.shape[0] - distinct.shape[0]) * (width - 1) <= MIN_SAVED_FLOPS:
         return None
     # equal ids padded to the batch's width have equal padding: any row of a prompt gives its mask
     rows = torch.arange(prompts.shape[0], device=prompts.device)

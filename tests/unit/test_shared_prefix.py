@@ -52,7 +52,15 @@ def trl_logps(model, ids, mask, keep: int):
     return out.log_probs[:, -keep:], out.entropy[:, -keep:]
 
 
-def test_one_pass_per_prompt_gives_trls_log_probabilities_entropies_and_gradients():
+@pytest.fixture
+def any_saving(monkeypatch):
+    """The shared pass taken whatever it saves: these models are far below MIN_SAVED_FLOPS."""
+    from hardex import shared_prefix
+
+    monkeypatch.setattr(shared_prefix, "MIN_SAVED_FLOPS", 0)
+
+
+def test_one_pass_per_prompt_gives_trls_log_probabilities_entropies_and_gradients(any_saving):
     model = fused_model(temperature=0.7)
     ids, mask = grpo_batch()
     keep = 6
@@ -77,13 +85,21 @@ def test_one_pass_per_prompt_gives_trls_log_probabilities_entropies_and_gradient
         assert (grads[name] - g).abs().max() <= 1e-4 * g.abs().max() + 1e-6, name
 
 
-def test_a_batch_whose_prompts_all_differ_is_left_to_trl():
+def test_a_batch_whose_prompts_all_differ_is_left_to_trl(any_saving):
     model = fused_model(temperature=1.0)
     ids, mask = grpo_batch(groups=4, group_size=1)
     assert shared_prompt_logps(model, ids, mask, 6, False, nullcontext, model.config) is None
 
 
-def test_the_trainer_scores_its_groups_with_one_pass_per_prompt(tmp_path, tiny_model, smoke_config, monkeypatch):
+def test_a_model_too_small_to_repay_a_second_pass_is_left_to_trl():
+    """A tiny model's saved prompt tokens do not pay for the second forward call: TRL's pass."""
+    model = fused_model(temperature=1.0)
+    ids, mask = grpo_batch()
+    assert shared_prompt_logps(model, ids, mask, 6, False, nullcontext, model.config) is None
+
+
+def test_the_trainer_scores_its_groups_with_one_pass_per_prompt(tmp_path, tiny_model, smoke_config, monkeypatch,
+                                                                 any_saving):
     """A GRPO run through hardex's trainer (TRL's GRPOTrainer) takes the shared pass at its steps: every call
     shares (two prompts x four completions a step), and the run trains."""
     from hardex import training
