@@ -376,22 +376,19 @@ class HFGenerator:
         bar.close()
         return out
 
-    def _static(self, cache, config) -> bool:
-        """Whether this batch decodes in fixed-shape steps: asked for, or "auto" on a GPU; and possible: every
-        cache layer preallocated (no sliding window) and SDPA attention, which takes the boolean mask as is."""
+    def _decode_mode(self, cache, config) -> str:
+        """How this batch decodes: `decode` with "auto" resolved ("graph" on a GPU), and "dynamic" where fixed-shape
+        steps are impossible: a cache layer not preallocated (a sliding window), or attention other than SDPA,
+        which takes the boolean mask as it is."""
         mode = self.decode
         if mode == "auto":
             mode = "graph" if str(self.device).startswith("cuda") else "dynamic"
-        if mode == "dynamic":
-            return False
         layers = getattr(cache, "layers", None) or []
         prealloc = _prealloc_layer_class()
-        return (bool(layers) and all(type(layer) is prealloc for layer in layers)
-                and getattr(config, "_attn_implementation", None) == "sdpa")
-
-    def _decode_step(self, cache, config, attn, width: int):
-        graph = self.decode == "graph" or (self.decode == "auto" and str(self.device).startswith("cuda"))
-        return StaticDecodeStep(self.model, cache, attn, width, graph=graph)
+        if (not layers or any(type(layer) is not prealloc for layer in layers)
+                or getattr(config, "_attn_implementation", None) != "sdpa"):
+            return "dynamic"
+        return mode
 
     def _generate_batch(self, prompt_ids: list[list[int]], n: int, sampling: Sampling, streams: list[int]):
         """New token ids (up to and including EOS) of n samples of each prompt, prompt-major."""
@@ -432,7 +429,8 @@ class HFGenerator:
                 if dev == "cpu":
                     release_freed_host_memory()
             next_pos = attn.sum(-1)  # position of the first new token of each row
-            step = self._decode_step(cache, config, attn, width) if self._static(cache, config) else None
+            mode = self._decode_mode(cache, config)
+            step = None if mode == "dynamic" else StaticDecodeStep(model, cache, attn, width, graph=mode == "graph")
             row = torch.arange(n_rows, device=dev)  # original row of each batch row
             alive = torch.ones(n_rows, dtype=torch.bool, device=dev)
             n_alive, n_batch = n_rows, n_rows
