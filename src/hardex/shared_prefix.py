@@ -28,7 +28,8 @@ MIN_SAVED_FLOPS = 1e10
 def shared_prompt_logps(model, input_ids, attention_mask, logits_to_keep: int, compute_entropy: bool,
                         autocast: Callable[[], AbstractContextManager], config) -> tuple | None:
     """(log-probabilities, entropies or None) of the last `logits_to_keep` tokens of each row, as TRL's fused
-    head computes them (its temperature, its masking of padding); None where no prompt repeats in the batch.
+    head computes them (its temperature, its masking of padding); None where the repeated prompts would save
+    no more than MIN_SAVED_FLOPS (none repeats, or the model is tiny): TRL's pass then.
     `model` has TRL's fused head (trl.trainer.utils.add_fused_lm_head); `config` is its text config; `autocast`
     opens the trainer's autocast context (accelerate's, entered once per pass)."""
     import torch
