@@ -150,8 +150,10 @@ def _prealloc_layer_class():
         def lazy_initialization(self, key_states, value_states) -> None:
             self.dtype, self.device = key_states.dtype, key_states.device
             b, h, _, d = key_states.shape
-            self._k = key_states.new_empty((b, h, self.capacity, d))
-            self._v = value_states.new_empty((b, h, self.capacity, value_states.shape[-1]))
+            # zeros, not empty: the fixed-shape step attends over unwritten positions under a mask, and a masked
+            # weight of 0 times a NaN left in recycled memory is NaN (its tokens depended on the allocator)
+            self._k = key_states.new_zeros((b, h, self.capacity, d))
+            self._v = value_states.new_zeros((b, h, self.capacity, value_states.shape[-1]))
             self.keys, self.values = self._k[:, :, :0], self._v[:, :, :0]
             self.is_initialized = True
 
