@@ -144,11 +144,14 @@ def snakemake_records(workdir: Path) -> dict[str, Path]:
     return records
 
 
-def study_files(workdir: Path, cfg: dict[str, Any], adapters: bool) -> tuple[dict[str, Path | None], list[str], int]:
+def study_files(workdir: Path, cfg: dict[str, Any], adapters: bool) -> tuple[dict[str, Path | None], list[str], int,
+                                                                            list[str]]:
     """(the files to archive, by path; None for a final/ placeholder), the outputs Snakemake made of them
-    (final/ folders as folders) and how many result files were left out as not this config's."""
+    (final/ folders as folders), how many result files were left out as not this config's, and the runs
+    trained but not yet evaluated whose training was left out because their weights were (they train again
+    where the archive is unpacked: unpacked without weights, their evaluation could not run)."""
     files: dict[str, Path | None] = {}
-    outputs, left_out = [], 0
+    outputs, left_out, unevaluated = [], 0, []
     for path in sorted((workdir / "results").rglob("*")):
         rel = path.relative_to(workdir).as_posix()
         kind = _kind(rel) if path.is_file() else None
@@ -162,6 +165,9 @@ def study_files(workdir: Path, cfg: dict[str, Any], adapters: bool) -> tuple[dic
             final = workdir / layout.fill(layout.FINAL, **fields)
             if not final.is_dir():
                 continue  # a run Snakemake would not count as trained
+            if not adapters and not (workdir / layout.fill(layout.EVAL_RUN, **fields)).is_file():
+                unevaluated.append(layout.fill(layout.RUN_DIR, **fields))
+                continue
             final_rel = final.relative_to(workdir).as_posix()
             outputs.append(final_rel)
             if adapters:
@@ -171,7 +177,7 @@ def study_files(workdir: Path, cfg: dict[str, Any], adapters: bool) -> tuple[dic
         files[rel] = path
         if template in OUTPUTS:
             outputs.append(rel)
-    return files, sorted(outputs), left_out
+    return files, sorted(outputs), left_out, unevaluated
 
 
 def _run_weights(workdir: Path, run_dir: Path) -> dict[str, Path]:
@@ -208,7 +214,7 @@ def pack(archive: Path, workdir: Path, configfile: Path, adapters: bool = False,
     if not (workdir / "results").is_dir():
         raise ArchiveError(f"{workdir}: no results/ folder to pack (give --directory)")
     cfg = load_config(configfile)
-    files, outputs, left_out = study_files(workdir, cfg, adapters)
+    files, outputs, left_out, unevaluated = study_files(workdir, cfg, adapters)
     if not outputs:
         raise ArchiveError(f"{workdir}/results: none of this config's results are there")
     records = snakemake_records(workdir)
@@ -244,6 +250,8 @@ def pack(archive: Path, workdir: Path, configfile: Path, adapters: bool = False,
         f"({sum(r['complete'] for r in runs)} complete) into {archive}; weights "
         + ("included" if adapters else "left out (--adapters packs them)")
         + (f"; {left_out} result files of settings this config does not name left out" if left_out else "")
+        + (f"; {len(unevaluated)} runs trained but not evaluated left out, to train again: {', '.join(unevaluated)}"
+           if unevaluated else "")
         + (f"; {unrecorded} outputs without a Snakemake record (unpack records them as the config says)"
            if unrecorded else ""))
     return manifest

@@ -130,3 +130,31 @@ def test_settings_the_results_do_not_depend_on_may_differ_and_strategies_may_be_
     assert differences("selection.budget", 0.2) == ["selection.budget: archive 0.1, config 0.2"]
     assert differences("models.tiny.build.arch.hidden_size", 64) == [
         "models.tiny.build.arch.hidden_size: archive 32, config 64"]
+
+
+def test_a_run_trained_but_not_evaluated_travels_only_with_its_weights(smoke_config, tmp_path):
+    """A study packed between a run's training and its evaluation: without --adapters the run's training is
+    left out (unpacked without weights, its evaluation could not run: the sequential study's seventh sitting
+    stopped on one), so that it trains again; with --adapters it travels whole."""
+    from hardex import layout
+    from hardex.archive import study_files
+    from hardex.config import check_config
+
+    cfg = check_config(with_key(smoke_config, "seeds", [0]))
+    for strategy in ("hard", "easy"):
+        fields = {"model": "tiny", "task": "swaps", "strategy": strategy, "seed": 0}
+        (tmp_path / layout.fill(layout.FINAL, **fields)).mkdir(parents=True)
+        (tmp_path / layout.fill(layout.FINAL, **fields) / "adapter_model.safetensors").write_bytes(b"weights")
+        (tmp_path / layout.fill(layout.STEPS, **fields)).write_bytes(b"steps")
+    evaluated = tmp_path / layout.fill(layout.EVAL_RUN, model="tiny", task="swaps", strategy="hard", seed=0)
+    evaluated.parent.mkdir(parents=True)
+    evaluated.write_bytes(b"evaluation")
+
+    files, outputs, _, unevaluated = study_files(tmp_path, cfg, adapters=False)
+    assert unevaluated == ["results/train/tiny/swaps/easy/seed0"]
+    assert not [f for f in [*files, *outputs] if "/easy/" in f]
+    assert "results/train/tiny/swaps/hard/seed0/steps.parquet" in files
+    files, outputs, _, unevaluated = study_files(tmp_path, cfg, adapters=True)
+    assert unevaluated == []
+    assert {"results/train/tiny/swaps/easy/seed0/steps.parquet",
+            "results/train/tiny/swaps/easy/seed0/final/adapter_model.safetensors"} <= set(files)
