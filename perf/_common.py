@@ -167,3 +167,28 @@ def dump(obj, path: Path) -> None:
     """Write a script's figures as JSON (numpy numbers as plain ones)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
+
+
+def decode_step_bound(model, rows: int, seconds: float = 0.3) -> dict:
+    """The generation rate a decode step of `rows` rows could reach if only its matmuls took time: each of the
+    model's linear layers timed alone at its own shape (rows x in -> out, the weights' dtype, torch's current
+    threads), once per distinct shape and counted as often as the model holds it. A square matmul's rate
+    (matmul_bound) overstates what a decode step's skinny matmuls reach: that gap is the machine's, not the code's."""
+    import time
+    from collections import Counter
+
+    import torch
+
+    shapes = Counter((m.in_features, m.out_features, m.weight.dtype) for m in model.modules()
+                     if isinstance(m, torch.nn.Linear))
+    step, flops = 0.0, 0
+    for (d_in, d_out, dtype), count in shapes.items():
+        x, w = torch.randn(rows, d_in, dtype=dtype), torch.randn(d_out, d_in, dtype=dtype)
+        torch.nn.functional.linear(x, w)  # warm-up
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            torch.nn.functional.linear(x, w)
+            n += 1
+        step += count * (time.perf_counter() - t0) / n
+        flops += count * 2 * rows * d_in * d_out
+    return {"rows": rows, "step_ms": step * 1e3, "gflops": flops / step / 1e9, "bound_tokens_per_s": rows / step}

@@ -5,12 +5,16 @@ error, how many examples change from never solved / always solved / mixed, and e
     python perf/bfloat16_agreement.py --config experiments/real_model_cpu.yaml --model results/models/smol \
         --n-prompts 64 --k 8
 
+With --compare attention, both arms run in bfloat16 and differ in the attention of a decode step: PyTorch's
+SDPA kernel against hardex's (hardex.generation.decode_attention), which a CPU's generation uses.
+
 The prompts are rendered as the config's probe job renders them; sampling follows its probe section.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from pathlib import Path
 
@@ -25,11 +29,14 @@ def main() -> None:
     ap.add_argument("--n-prompts", type=int, default=64)
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compare", choices=["dtype", "attention"], default="dtype",
+                    help="dtype: float32 against bfloat16; attention: SDPA at one query token against hardex's")
     args = ap.parse_args()
 
     import torch
 
     from hardex.generation import Sampling
+    from hardex.generation import hf
     from hardex.generation.hf import HFGenerator
 
     torch.set_num_threads(args.threads)
@@ -37,30 +44,37 @@ def main() -> None:
     sampling = Sampling.from_config(cfg["probe"])
     keys = [r["id"] for r in rows]
     rates, speed = {}, {}
-    for dtype in ("float32", "bfloat16"):
+    # (label, dtype, PyTorch's SDPA at one query token)
+    arms = ([("float32", "float32", False), ("bfloat16", "bfloat16", False)] if args.compare == "dtype"
+            else [("sdpa", "bfloat16", True), ("hardex", "bfloat16", False)])
+    switch = hf.decode_attention
+    for label, dtype, sdpa in arms:
         gen = HFGenerator(args.model, dtype=dtype, progress=False)
+        hf.decode_attention = (lambda model: contextlib.nullcontext()) if sdpa else switch
         t0 = time.perf_counter()
         samples = gen.generate(prompts, args.k, sampling, seed=0, keys=keys)
-        speed[dtype] = gen.tokens_generated / (time.perf_counter() - t0)
-        rates[dtype] = np.array([np.mean([task.is_correct(c, r["answer"], p) for c in cs])
+        speed[label] = gen.tokens_generated / (time.perf_counter() - t0)
+        hf.decode_attention = switch
+        rates[label] = np.array([np.mean([task.is_correct(c, r["answer"], p) for c in cs])
                                  for cs, r, p in zip(samples, rows, prompts)])
-        print(f"{dtype:9s}: mean pass rate {rates[dtype].mean():.3f}, {speed[dtype]:.0f} tokens/s", flush=True)
-    f32, bf16 = rates["float32"], rates["bfloat16"]
-    diff = bf16 - f32
+        print(f"{label:9s}: mean pass rate {rates[label].mean():.3f}, {speed[label]:.0f} tokens/s", flush=True)
+    (a, before), (b, after) = ((label, rates[label]) for label, _, _ in arms)
+    diff = after - before
     se = float(diff.std(ddof=1) / np.sqrt(len(diff)))
 
     def kind(r):
         return np.where(r == 0, "never", np.where(r == 1, "always", "mixed"))
 
-    moved = int((kind(f32) != kind(bf16)).sum())
+    moved = int((kind(before) != kind(after)).sum())
     print(f"\n{len(rows)} prompts x K={args.k} ({Path(args.config).name}, {sampling}), {machine()}")
-    print(f"pass rate: float32 {f32.mean():.3f}, bfloat16 {bf16.mean():.3f}; paired difference {diff.mean():+.3f} "
+    print(f"pass rate: {a} {before.mean():.3f}, {b} {after.mean():.3f}; paired difference {diff.mean():+.3f} "
           f"(SE {se:.3f}, {abs(diff.mean()) / se if se else 0:.1f} SE)")
     print(f"examples changing class (never / mixed / always solved): {moved} of {len(rows)}")
-    print(f"speed: bfloat16 {speed['bfloat16'] / speed['float32']:.2f}x float32's tokens/s")
-    dump({"args": vars(args), "float32": f32.tolist(), "bfloat16": bf16.tolist(), "difference": float(diff.mean()),
+    print(f"speed: {b} {speed[b] / speed[a]:.2f}x {a}'s tokens/s")
+    name = "bfloat16_agreement" if args.compare == "dtype" else "attention_agreement"
+    dump({"args": vars(args), a: before.tolist(), b: after.tolist(), "difference": float(diff.mean()),
           "se": se, "class_changes": moved, "tokens_per_s": speed, "machine": machine()},
-         OUT / f"bfloat16_agreement_{Path(args.config).stem}.json")
+         OUT / f"{name}_{Path(args.config).stem}.json")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ as a train job of the default runs (compute.run_threads).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import tempfile
 from functools import partial
@@ -44,7 +45,8 @@ def main() -> None:
                     help="grpo.precision values to time side by side, comma-separated (e.g. fp32,auto)")
     ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm]; "
                                                      "hardex-dynamic: hardex's without the fixed-shape decode step; "
-                                                     "hardex-unshared: with TRL's log-probabilities)")
+                                                     "hardex-unshared: with TRL's log-probabilities; "
+                                                     "hardex-sdpa: decoding with PyTorch's SDPA at one token)")
     args = ap.parse_args()
     rollouts = args.rollouts.split(",") if args.rollouts else ["trl", "hardex", *(["vllm"] if args.vllm else [])]
     precisions = args.precisions.split(",")
@@ -56,7 +58,8 @@ def main() -> None:
 
     from hardex import training
     from hardex.controls import task_reward
-    from hardex.generation.hf import HFGenerator
+    from hardex.generation import hf
+    from hardex.generation.hf import HFGenerator, decode_attention
     from hardex.shared_prefix import shared_prompt_logps
     from hardex.settings import grpo_settings
     from hardex.training import train_grpo, training_precision
@@ -105,6 +108,10 @@ def main() -> None:
             training.HFGenerator = (partial(HFGenerator, decode="dynamic") if rollout == "hardex-dynamic"
                                     else HFGenerator)
             rollout = rollout.removesuffix("-dynamic")
+            # hardex-sdpa: PyTorch's SDPA kernel at one query token instead of hardex.generation.decode_attention
+            hf.decode_attention = ((lambda model: contextlib.nullcontext()) if rollout.endswith("-sdpa")
+                                   else decode_attention)
+            rollout = rollout.removesuffix("-sdpa")
             # trl, and hardex-unshared: TRL's log-probabilities (one pass over each prompt per completion)
             unshared = rollout == "trl" or rollout.endswith("-unshared")
             training.shared_prompt_logps = (lambda *a, **k: None) if unshared else shared_prompt_logps

@@ -25,6 +25,8 @@ HFGenerator's decode modes side by side (--decode: the first is "hardex", the ot
 their completions compared with its, same seeds), e.g. a GPU's CUDA-graph step against the step it replays and
 the dynamic one:
     python perf/probe_throughput.py --model M --device cuda --dtype bfloat16 --decode graph,static,dynamic
+A mode ending in "-sdpa" decodes with PyTorch's SDPA kernel at one query token instead of hardex's attention
+there (hardex.generation.decode_attention), e.g. on a CPU: --decode dynamic,dynamic-sdpa
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT, built_model, config_pool, dump, machine, matmul_bound, median, pool  # noqa: E402
+from _common import (OUT, built_model, config_pool, decode_step_bound, dump, machine, matmul_bound,  # noqa: E402
+                     median, pool)
 
 
 def synthetic_tokenizer(vocab_size: int):
@@ -105,13 +108,51 @@ def run_baseline(model, tok, prompts, k, args, eos_ids, sync):
     return tokens
 
 
+def completions(gen, prompts, k, sampling):
+    """gen.generate, where a "-sdpa" decode mode asked for it with PyTorch's SDPA kernel at one query token."""
+    import contextlib
+
+    from hardex.generation import hf
+
+    switch = hf.decode_attention
+    if getattr(gen, "sdpa_at_one_token", False):
+        hf.decode_attention = lambda model: contextlib.nullcontext()
+    try:
+        return gen.generate(prompts, k, sampling, seed=0, desc="hardex")
+    finally:
+        hf.decode_attention = switch
+
+
 def run_backend(gen, prompts, k, args, sync):
     from hardex.generation import Sampling
 
     before = gen.tokens_generated
-    gen.generate(prompts, k, Sampling(args.temperature, args.top_p, args.max_new_tokens), seed=0, desc="hardex")
+    completions(gen, prompts, k, Sampling(args.temperature, args.top_p, args.max_new_tokens))
     sync()
     return gen.tokens_generated - before
+
+
+def profile_run(gen, prompts, args, sync, bound_tps: float) -> dict:
+    """One hardex run under torch.profiler: the operators that take its time, and the tokens/s its matmuls
+    alone (at the shapes this workload runs, rows dropping as they finish) would allow."""
+    import torch
+
+    with torch.profiler.profile() as prof:
+        t0 = time.perf_counter()
+        n_tok = run_backend(gen, prompts, args.k, args, sync)
+        wall = time.perf_counter() - t0
+    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    seconds = {e.key: e.self_cpu_time_total / 1e6 for e in ops}
+    matmul = sum(v for k, v in seconds.items() if k in ("aten::mm", "aten::addmm"))
+    print(f"\nprofile   one hardex run: {n_tok} tokens in {wall:.2f} s ({n_tok / wall:.0f} tokens/s; the profiler "
+          f"slows it)")
+    for e in ops[:10]:
+        print(f"  {e.key:48s} {e.self_cpu_time_total / 1e6:7.3f} s  {e.self_cpu_time_total / 1e6 / wall:5.1%}  "
+              f"{e.count:7d} calls")
+    print(f"matmuls   {matmul:.2f} s ({matmul / wall:.0%} of the run): alone they would allow {n_tok / matmul:.0f} "
+          f"tokens/s, {n_tok / matmul / bound_tps:.0%} of the bound")
+    return {"tokens": n_tok, "seconds": wall, "matmul_seconds": matmul,
+            "operators": {e.key: e.self_cpu_time_total / 1e6 for e in ops[:20]}}
 
 
 def main(argv=None):
@@ -141,6 +182,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     ap.add_argument("--vllm", action="store_true", help="also hardex's vLLM backend (needs a --model path)")
     ap.add_argument("--json", default=str(OUT / "probe_throughput.json"))
+    ap.add_argument("--profile", action="store_true",
+                    help="then profile one hardex run (torch.profiler): where its time goes, and the rate its "
+                         "matmuls alone would allow")
     args = ap.parse_args(argv)
     if args.vllm and args.random_qwen3:
         ap.error("--vllm needs a saved model (--model), not --random-qwen3")
@@ -188,12 +232,21 @@ def main(argv=None):
     for name, b in {dtype_name: bound, "float32": bound_f32}.items():  # one line when they are the same
         print(f"{name} matmul: {b['matmul_gflops']:.0f} GFLOP/s, bounding generation near "
               f"{b['bound_tokens_per_s']:.0f} tokens/s for {n_params / 1e6:.1f}M parameters", flush=True)
+    # what the decode step's own matmuls reach, at the first batch's rows (all prompts x k, under the token budget)
+    rows = min(len(prompts), args.max_batch_prompts) * args.k
+    shape_bound = decode_step_bound(model, rows) if str(device) == "cpu" else None
+    if shape_bound:
+        print(f"decode-shape matmuls: {shape_bound['gflops']:.0f} GFLOP/s at {shape_bound['rows']} rows "
+              f"({shape_bound['step_ms']:.1f} ms a step), bounding generation near "
+              f"{shape_bound['bound_tokens_per_s']:.0f} tokens/s", flush=True)
     decodes = args.decode.split(",")
 
     def generator(decode: str):
-        return HFGenerator(path, device=device, model=model, tokenizer=tok, token_budget=args.token_budget,
-                           max_batch_prompts=args.max_batch_prompts, progress=False, drop_fraction=args.drop_fraction,
-                           ignore_eos=args.ignore_eos, decode=decode)
+        gen = HFGenerator(path, device=device, model=model, tokenizer=tok, token_budget=args.token_budget,
+                          max_batch_prompts=args.max_batch_prompts, progress=False, drop_fraction=args.drop_fraction,
+                          ignore_eos=args.ignore_eos, decode=decode.removesuffix("-sdpa"))
+        gen.sdpa_at_one_token = decode.endswith("-sdpa")
+        return gen
 
     gen = generator(decodes[0])
     eos_ids = gen.eos_ids
@@ -255,12 +308,17 @@ def main(argv=None):
     print(f"ratio     {ours_tps / base_tps:.2f}x")
     print(f"bound     {bound['bound_tokens_per_s']:10.1f} tokens/s ({dtype_name} matmul {bound['matmul_gflops']:.0f} GFLOP/s): "
           f"hardex at {ours_tps / bound['bound_tokens_per_s']:.0%} of it (target 60 %)")
+    if shape_bound:
+        summary["decode_shape_bound"] = shape_bound
+        print(f"shape bound {shape_bound['bound_tokens_per_s']:8.1f} tokens/s (the decode step's own matmuls at "
+              f"{shape_bound['rows']} rows, {shape_bound['gflops']:.0f} GFLOP/s): hardex at "
+              f"{ours_tps / shape_bound['bound_tokens_per_s']:.0%} of it")
     for d in decodes[1:]:  # the other decode modes: speed, and how many completions they share with the first
         from hardex.generation import Sampling
 
         tps = median([x["tokens_per_s"] for x in runs[f"hardex-{d}"]])
         sampling = Sampling(args.temperature, args.top_p, args.max_new_tokens)
-        first, other = (b.generate(prompts, args.k, sampling, seed=0) for b in (gen, backends[f"hardex-{d}"]))
+        first, other = (completions(b, prompts, args.k, sampling) for b in (gen, backends[f"hardex-{d}"]))
         pairs = [(a, b) for xs, ys in zip(first, other) for a, b in zip(xs, ys)]
         same = sum(a == b for a, b in pairs) / len(pairs)
         summary.setdefault("decode", {})[d] = {"tokens_per_s": tps, "identical_completions": same}
@@ -271,6 +329,8 @@ def main(argv=None):
         summary.update(vllm_tokens_per_s=vllm_tps, vllm_ratio=vllm_tps / base_tps)
         print(f"vllm      (VLLMGenerator, {summary['dtype']}): median {vllm_tps:10.1f} tokens/s over "
               f"{args.repeats} repeats = {vllm_tps / base_tps:.2f}x the baseline, {vllm_tps / ours_tps:.2f}x hardex's")
+    if args.profile:
+        summary["profile"] = profile_run(gen, prompts, args, sync, bound["bound_tokens_per_s"])
     if args.json:
         dump(summary, Path(args.json))
     return summary

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hardex.generation.decode_attention import NAME as decode_attention_name, decode_attention
 from hardex.generation.sampling import SAMPLE_ROWS, Sampling
 from hardex.models import encode_prompt
 from hardex.devices import gpu_share, pick_device
@@ -101,7 +102,8 @@ def sample_tokens(logits, u, temperature: float, top_p: float):
 def _sample_rows(logits, u, temperature: float, top_p: float):
     import torch
 
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    # divided in place: one float32 copy of the rows' logits instead of two (the same quotients)
+    probs = torch.softmax(logits.to(torch.float32, copy=True).div_(temperature), dim=-1)
     if top_p < 1.0:
         sp, idx = probs.sort(dim=-1, descending=True, stable=True)
         cum = sp.cumsum(-1)
@@ -388,7 +390,7 @@ class HFGenerator:
         layers = getattr(cache, "layers", None) or []
         prealloc = _prealloc_layer_class()
         if (not layers or any(type(layer) is not prealloc for layer in layers)
-                or getattr(config, "_attn_implementation", None) != "sdpa"):
+                or getattr(config, "_attn_implementation", None) not in ("sdpa", decode_attention_name)):
             return "dynamic"
         return mode
 
@@ -413,7 +415,7 @@ class HFGenerator:
         n_rows = len(prompt_ids) * n
         tokens = torch.full((n_rows, max_new), pad, dtype=torch.long, device=dev)
         lengths = torch.full((n_rows,), max_new, dtype=torch.long, device=dev)
-        with torch.inference_mode(), self._context():
+        with torch.inference_mode(), self._context(), decode_attention(model):
             config = getattr(model, "config", self.base.config)
             cache = make_cache(config, width + max_new) if self.prealloc else DynamicCache(config=config)
             # the last position as an index tensor, not logits_to_keep=1: that slices a strided 3-D view into the
