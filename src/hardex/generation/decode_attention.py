@@ -64,10 +64,12 @@ def _registered() -> str:
 
 @contextlib.contextmanager
 def decode_attention(model):
-    """While the block runs, a model on SDPA attention uses `one_token_attention` (the same masks; the same
-    function as before wherever a step is not one token on a CPU); any other attention is left as it is."""
+    """While the block runs, a model on a CPU with SDPA attention uses `one_token_attention` (the same masks; the
+    same function as before wherever a step is not one token); any other model is left as it is."""
     config = getattr(model, "config", None)
-    if config is None or getattr(config, "_attn_implementation", None) != "sdpa":
+    param = next(model.parameters(), None) if hasattr(model, "parameters") else None
+    if (config is None or getattr(config, "_attn_implementation", None) != "sdpa"
+            or param is None or param.device.type != "cpu"):
         yield
         return
     config._attn_implementation = _registered()
