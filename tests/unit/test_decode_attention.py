@@ -8,9 +8,8 @@ import types
 
 import pytest
 
-from hardex.generation import Sampling
 from hardex.generation.hf import decode_attention as real_switch
-from tests.unit.test_generation import SAMPLE, eos_gen, prompts  # noqa: F401 (the fixture)
+from tests.unit.test_generation import assert_same_up_to_rounding, eos_gen, greedy_and_sampled  # noqa: F401
 
 
 def reference(query, key, value, mask, scaling=None):
@@ -81,8 +80,6 @@ def test_generation_switches_to_it_and_back_and_decodes_what_sdpa_decodes(eos_ge
     real = decode_attention.one_token_attention
     monkeypatch.setattr(decode_attention, "one_token_attention", lambda *a, **k: seen.append(1) or real(*a, **k))
     decode_attention._registered.cache_clear()  # registers the counting function
-    ps = list(prompts())
-    greedy = Sampling(0.0, 1.0, 40)
     outs = {}
     try:
         for decode in ("dynamic", "static"):
@@ -90,14 +87,11 @@ def test_generation_switches_to_it_and_back_and_decodes_what_sdpa_decodes(eos_ge
             for attention in ("hardex", "sdpa"):
                 seen.clear()
                 hf.decode_attention = (lambda model: contextlib.nullcontext()) if attention == "sdpa" else real_switch
-                outs[decode, attention] = eos_gen.generate(ps, 1, greedy), eos_gen.generate(ps, 4, SAMPLE, seed=2)
+                outs[decode, attention] = greedy_and_sampled(eos_gen)
                 assert bool(seen) == (attention == "hardex") and config._attn_implementation == "sdpa"
     finally:
         eos_gen.decode, hf.decode_attention = "auto", real_switch
         monkeypatch.undo()
         decode_attention._registered.cache_clear()
     for decode in ("dynamic", "static"):
-        (ours, ours_sampled), (sdpa, sdpa_sampled) = outs[decode, "hardex"], outs[decode, "sdpa"]
-        assert sum(a != b for a, b in zip(ours, sdpa)) <= 1, decode  # a near-tie may flip under other rounding
-        pairs = [(a, b) for xs, ys in zip(ours_sampled, sdpa_sampled) for a, b in zip(xs, ys)]
-        assert sum(a == b for a, b in pairs) / len(pairs) >= 0.9, decode
+        assert_same_up_to_rounding(outs[decode, "hardex"], outs[decode, "sdpa"], decode)
