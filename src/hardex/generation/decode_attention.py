@@ -3,8 +3,8 @@
 At one query token, PyTorch's CPU SDPA (its flash kernel) costs 0.46-0.84 ms a call for 16 rows of
 SmolLM2's 9 heads over ~100 positions, and 6 ms for 128 rows, where the arithmetic is a few MFLOP: a
 third of a GRPO step's sampling went there (docs/performance.md, "Attention at one query token"). Grouping
-the query heads that share a key/value head makes it two batched matmuls and a softmax, 6-12x faster, with
-no copy of the cache (transformers' eager attention repeats the keys and values for every query head).
+the query heads that share a key/value head makes it two batched matmuls and a softmax, 5-8x faster, without
+repeating the keys and values for every query head as transformers' eager attention does.
 
 `decode_attention(model)` switches a model to it for a block (HFGenerator's generation): a transformers
 attention function registered as "hardex_sdpa", which does this where a step has one query token on a CPU
