@@ -36,7 +36,7 @@ def main() -> None:
     import torch
 
     from hardex.generation import Sampling
-    from hardex.generation import hf
+    from hardex.generation.decode_attention import sdpa_kept
     from hardex.generation.hf import HFGenerator
 
     torch.set_num_threads(args.threads)
@@ -47,14 +47,12 @@ def main() -> None:
     # (label, dtype, PyTorch's SDPA at one query token)
     arms = ([("float32", "float32", False), ("bfloat16", "bfloat16", False)] if args.compare == "dtype"
             else [("sdpa", "bfloat16", True), ("hardex", "bfloat16", False)])
-    switch = hf.decode_attention
     for label, dtype, sdpa in arms:
         gen = HFGenerator(args.model, dtype=dtype, progress=False)
-        hf.decode_attention = (lambda model: contextlib.nullcontext()) if sdpa else switch
         t0 = time.perf_counter()
-        samples = gen.generate(prompts, args.k, sampling, seed=0, keys=keys)
+        with sdpa_kept() if sdpa else contextlib.nullcontext():
+            samples = gen.generate(prompts, args.k, sampling, seed=0, keys=keys)
         speed[label] = gen.tokens_generated / (time.perf_counter() - t0)
-        hf.decode_attention = switch
         rates[label] = np.array([np.mean([task.is_correct(c, r["answer"], p) for c in cs])
                                  for cs, r, p in zip(samples, rows, prompts)])
         print(f"{label:9s}: mean pass rate {rates[label].mean():.3f}, {speed[label]:.0f} tokens/s", flush=True)

@@ -58,8 +58,8 @@ def main() -> None:
 
     from hardex import training
     from hardex.controls import task_reward
-    from hardex.generation import hf
-    from hardex.generation.hf import HFGenerator, decode_attention
+    from hardex.generation.decode_attention import sdpa_kept
+    from hardex.generation.hf import HFGenerator
     from hardex.shared_prefix import shared_prompt_logps
     from hardex.settings import grpo_settings
     from hardex.training import train_grpo, training_precision
@@ -109,8 +109,7 @@ def main() -> None:
                                     else HFGenerator)
             rollout = rollout.removesuffix("-dynamic")
             # hardex-sdpa: PyTorch's SDPA kernel at one query token instead of hardex.generation.decode_attention
-            hf.decode_attention = ((lambda model: contextlib.nullcontext()) if rollout.endswith("-sdpa")
-                                   else decode_attention)
+            attention = sdpa_kept() if rollout.endswith("-sdpa") else contextlib.nullcontext()
             rollout = rollout.removesuffix("-sdpa")
             # trl, and hardex-unshared: TRL's log-probabilities (one pass over each prompt per completion)
             unshared = rollout == "trl" or rollout.endswith("-unshared")
@@ -124,7 +123,7 @@ def main() -> None:
                 phase_seconds[name] = 0.0
             with tempfile.TemporaryDirectory() as tmp:
                 d = Path(tmp)
-                with GpuBusy() as busy:
+                with GpuBusy() as busy, attention:
                     train_grpo(model, data, task_reward(task), g, repeat, d, d / "final",
                                d / "steps.parquet", log=lambda *a: None)
                 steps = pl.read_parquet(d / "steps.parquet")

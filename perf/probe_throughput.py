@@ -112,15 +112,10 @@ def completions(gen, prompts, k, sampling):
     """gen.generate, where a "-sdpa" decode mode asked for it with PyTorch's SDPA kernel at one query token."""
     import contextlib
 
-    from hardex.generation import hf
+    from hardex.generation.decode_attention import sdpa_kept
 
-    switch = hf.decode_attention
-    if getattr(gen, "sdpa_at_one_token", False):
-        hf.decode_attention = lambda model: contextlib.nullcontext()
-    try:
+    with sdpa_kept() if getattr(gen, "sdpa_at_one_token", False) else contextlib.nullcontext():
         return gen.generate(prompts, k, sampling, seed=0, desc="hardex")
-    finally:
-        hf.decode_attention = switch
 
 
 def run_backend(gen, prompts, k, args, sync):
@@ -142,8 +137,8 @@ def profile_run(gen, prompts, args, sync, bound_tps: float) -> dict:
         n_tok = run_backend(gen, prompts, args.k, args, sync)
         wall = time.perf_counter() - t0
     ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
-    seconds = {e.key: e.self_cpu_time_total / 1e6 for e in ops}
-    matmul = sum(v for k, v in seconds.items() if k in ("aten::mm", "aten::addmm"))
+    seconds = {e.key: e.self_cpu_time_total / 1e6 for e in ops}  # sorted, largest first
+    matmul = seconds.get("aten::mm", 0.0) + seconds.get("aten::addmm", 0.0)
     print(f"\nprofile   one hardex run: {n_tok} tokens in {wall:.2f} s ({n_tok / wall:.0f} tokens/s; the profiler "
           f"slows it)")
     for e in ops[:10]:
@@ -152,7 +147,7 @@ def profile_run(gen, prompts, args, sync, bound_tps: float) -> dict:
     print(f"matmuls   {matmul:.2f} s ({matmul / wall:.0%} of the run): alone they would allow {n_tok / matmul:.0f} "
           f"tokens/s, {n_tok / matmul / bound_tps:.0%} of the bound")
     return {"tokens": n_tok, "seconds": wall, "matmul_seconds": matmul,
-            "operators": {e.key: e.self_cpu_time_total / 1e6 for e in ops[:20]}}
+            "operators": dict(list(seconds.items())[:20])}
 
 
 def main(argv=None):

@@ -8,7 +8,6 @@ import types
 
 import pytest
 
-from hardex.generation.hf import decode_attention as real_switch
 from tests.unit.test_generation import assert_same_up_to_rounding, eos_gen, greedy_and_sampled  # noqa: F401
 
 
@@ -73,7 +72,7 @@ def test_generation_switches_to_it_and_back_and_decodes_what_sdpa_decodes(eos_ge
     tokens SDPA decodes up to rounding, greedy and sampled, on both decode steps."""
     import contextlib
 
-    from hardex.generation import decode_attention, hf
+    from hardex.generation import decode_attention
 
     config = eos_gen.model.config
     seen = []
@@ -86,11 +85,11 @@ def test_generation_switches_to_it_and_back_and_decodes_what_sdpa_decodes(eos_ge
             eos_gen.decode = decode
             for attention in ("hardex", "sdpa"):
                 seen.clear()
-                hf.decode_attention = (lambda model: contextlib.nullcontext()) if attention == "sdpa" else real_switch
-                outs[decode, attention] = greedy_and_sampled(eos_gen)
+                with decode_attention.sdpa_kept() if attention == "sdpa" else contextlib.nullcontext():
+                    outs[decode, attention] = greedy_and_sampled(eos_gen)
                 assert bool(seen) == (attention == "hardex") and config._attn_implementation == "sdpa"
     finally:
-        eos_gen.decode, hf.decode_attention = "auto", real_switch
+        eos_gen.decode = "auto"
         monkeypatch.undo()
         decode_attention._registered.cache_clear()
     for decode in ("dynamic", "static"):

@@ -62,13 +62,28 @@ def _registered() -> str:
     return NAME
 
 
+_sdpa_kept = False  # set by sdpa_kept()
+
+
+@contextlib.contextmanager
+def sdpa_kept():
+    """While the block runs, decode_attention leaves every model on PyTorch's SDPA: the baseline the perf
+    scripts time it against (their "-sdpa" modes)."""
+    global _sdpa_kept
+    before, _sdpa_kept = _sdpa_kept, True
+    try:
+        yield
+    finally:
+        _sdpa_kept = before
+
+
 @contextlib.contextmanager
 def decode_attention(model):
     """While the block runs, a model on a CPU with SDPA attention uses `one_token_attention` (the same masks; the
     same function as before wherever a step is not one token); any other model is left as it is."""
     config = getattr(model, "config", None)
     param = next(model.parameters(), None) if hasattr(model, "parameters") else None
-    if (config is None or getattr(config, "_attn_implementation", None) != "sdpa"
+    if (_sdpa_kept or config is None or getattr(config, "_attn_implementation", None) != "sdpa"
             or param is None or param.device.type != "cpu"):
         yield
         return
