@@ -22,6 +22,18 @@ def _fmt(v: Any, decimals: int) -> str:
     return str(v)
 
 
+def _is_probability(column: str) -> bool:
+    """p-values and test levels ("p", "p_holm", "p_equivalence", "level"): read in significant digits,
+    since at fixed decimals every p a verdict rests on shows as 0.00."""
+    return column in ("p", "level") or column.startswith("p_")
+
+
+def _fmt_probability(v: Any) -> str:
+    if not isinstance(v, float) or math.isnan(v):
+        return _fmt(v, 2)
+    return f"{v:.2g}" if v >= 1e-3 or v == 0 else f"{v:.1e}"
+
+
 def _display(df: pl.DataFrame, decimals: int) -> tuple[list[str], list[list[str]]]:
     """Header and string cells; an interval pair x_ci_low, x_ci_high becomes one "[lo, hi]" column."""
     header, getters = [], []
@@ -38,7 +50,8 @@ def _display(df: pl.DataFrame, decimals: int) -> tuple[list[str], list[list[str]
                            else f"[{_fmt(r[lo], decimals)}, {_fmt(r[hi], decimals)}]")
         else:
             header.append(c)
-            getters.append(lambda r, c=c: _fmt(r[c], decimals))
+            getters.append((lambda r, c=c: _fmt_probability(r[c])) if _is_probability(c)
+                           else (lambda r, c=c: _fmt(r[c], decimals)))
     cells = [[g(r) for g in getters] for r in df.iter_rows(named=True)]
     return header, cells
 
