@@ -8,6 +8,8 @@ test session.
 from __future__ import annotations
 
 import functools
+import os
+import platform
 
 import numpy as np
 import pytest
@@ -287,6 +289,30 @@ def test_use_checkpoint_switches_weights(gen, tmp_path):
         assert gen.generate(ps, 1, greedy) == with_lora
     finally:
         gen.use_checkpoint(None)
+
+
+def _rss_mb() -> float:
+    import os
+
+    with open(f"/proc/{os.getpid()}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status") or platform.libc_ver()[0] != "glibc",
+                    reason="glibc's heap on Linux")
+def test_switching_checkpoints_on_a_cpu_hands_freed_memory_back(gen):
+    """An evaluate job on a CPU climbed past its declared memory over checkpoints: glibc kept what each
+    generation freed. Here a generation's worth of freed 2 MB blocks must leave the process at the switch."""
+    import torch
+
+    torch.ones(16 << 20, dtype=torch.uint8)  # freed at once: glibc now keeps blocks below 16 MB in its heap
+    blocks = [torch.ones(2 << 20, dtype=torch.uint8) for _ in range(100)]
+    pin = torch.ones(2 << 20, dtype=torch.uint8)  # above them, so that free() cannot shrink the heap's top
+    del blocks
+    held = _rss_mb()
+    gen.use_checkpoint(None)
+    assert held - _rss_mb() > 100, f"{held:.0f} MB held before the switch, {_rss_mb():.0f} after"
+    del pin
 
 
 PREFILL_PEAK = """

@@ -119,7 +119,8 @@ def _sample_rows(logits, u, temperature: float, top_p: float):
 def release_freed_host_memory() -> None:
     """Return freed heap pages to the system (glibc's malloc_trim; elsewhere nothing). glibc keeps the pages of
     freed allocations under its mmap threshold (up to 32 MB) for reuse: after the prefill's cache is copied for
-    n samples, the prompts' own cache (0.35 GiB for 150 of SmolLM2's prompts) stayed resident beside it."""
+    n samples, the prompts' own cache (0.35 GiB for 150 of SmolLM2's prompts) stayed resident beside it, and
+    what one checkpoint's generation freed stayed beside the next's."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
@@ -289,6 +290,10 @@ class HFGenerator:
     def use_checkpoint(self, path: str | Path | None) -> None:
         """Switch weights: None = the base model; a LoRA adapter dir is applied on the loaded base
         (never merged into a copy on disk); a full checkpoint dir is loaded in place of the base."""
+        if not str(self.device).startswith("cuda"):
+            # what the last checkpoint's generation freed: kept, an evaluate job climbed from 1.73 to 2.08 GiB over
+            # two checkpoints (docs/memory-plan.md)
+            release_freed_host_memory()
         if path is None:
             self.model, self._adapter_on = self.base if self._peft is None else self._peft, False
             return
