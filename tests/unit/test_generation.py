@@ -292,8 +292,6 @@ def test_use_checkpoint_switches_weights(gen, tmp_path):
 
 
 def _rss_mb() -> float:
-    import os
-
     with open(f"/proc/{os.getpid()}/status") as f:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS")) / 1024
 
