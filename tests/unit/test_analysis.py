@@ -191,6 +191,20 @@ def test_gain_table_several_seeds_uses_t_interval(tmp_path):
     assert (r["gain_ci_low"], r["gain_ci_high"]) == pytest.approx((55 - half, 55 + half))
 
 
+def test_runs_table_lists_every_seed_that_the_gain_table_averages(tmp_path):
+    f = write_results(tmp_path, seeds=(0, 1), seed_shift=0.1)
+    res = loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K)
+    probes, subsets = loading.load_pool(f["probes"], f["subsets"])
+    built = tables.build_tables(res, probes, subsets, n_boot=50)
+    runs, gains = built["runs"][0], built["accuracy_gain"][0]
+    hard = runs.filter((pl.col("model") == "m1") & (pl.col("task") == "t1") & (pl.col("strategy") == "hard"))
+    assert hard["seed"].to_list() == [0, 1] and hard["gain"].to_list() == pytest.approx([50.0, 60.0])
+    assert runs.height == 2 * gains.height  # every cell, seed by seed
+    means = runs.group_by("model", "task", "strategy").agg(pl.col("gain").mean().alias("mean"))
+    joined = gains.join(means, on=["model", "task", "strategy"])
+    assert joined.height == gains.height and joined["gain"].to_list() == pytest.approx(joined["mean"].to_list())
+
+
 def test_learnable_table_is_training_learnable_pct(results):
     t = tables.learnable_table(tables.run_summary(results))
     for s, z in ZERO_STD.items():

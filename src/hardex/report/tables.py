@@ -750,6 +750,7 @@ def power_note(power: float, alpha: float, max_seeds: int) -> str:
 TABLES = {
     "headline": "Headline: which strategy gained how much beyond form",
     "accuracy_gain": "Accuracy gain over the base model (Table 1)",
+    "runs": "Every run, seed by seed: base and final accuracy, gain and learnable %",
     "pairwise": "Every pair of strategies: which differ and which are equivalent, after Holm's correction",
     "learnable": "Learnable % of training steps (Table 2)",
     "ood_pass_at_k": "Out-of-distribution pass@k (Table 4)",
@@ -829,6 +830,11 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                      f"error with Student's t over seeds; none with one seed), the one to read when "
                                      f"asking whether a gain holds beyond this test set; it errs wide."
                                      + beyond_controls_note(gains_out, pct) + ref_note),
+        "runs": (summary, "One row per run (model, task, strategy, seed), as accuracy_gain and learnable average "
+                          "them: accuracy in % on the task's first benchmark, the base model's evaluated with the "
+                          "run's own seed; gain in points (final checkpoint minus base); learnable_pct over its "
+                          "n_steps training steps. Read it for the spread behind a mean: one seed that barely "
+                          "trained moves a 4-seed mean by a quarter of its shortfall."),
         "pairwise": (pairwise, pairwise_note(level, margin, n_boot)),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
                                  f"differ (nonzero std). {pct} t-interval over seeds when there are several."
