@@ -24,6 +24,14 @@ def main(spec_file: str) -> None:
     reward_fn = RewardSpec(**spec["reward"]).function(spec["seed"])
     fit(spec["model_path"], spec["rows"], reward_fn, spec["g"], spec["seed"], Path(spec["ckpt_dir"]),
         spec["resume"], spec["steps_total"], spec["trainer_args"])
+    # every rank is past training's last collective: end the process group while the interpreter is whole.
+    # Left to interpreter exit, gloo's worker threads die with it and a rank can abort (SIGABRT, "terminate
+    # called without an active exception") after a finished run, failing the job (accelerate's end_training
+    # does this; TRL's trainer does not call it)
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -153,22 +153,46 @@ def test_a_vllm_server_and_the_transformers_generator_keep_to_the_jobs_share(sha
     assert gen.effective_token_budget() == int(0.7 * 18 * gib / per_token)
 
 
-def test_trainings_launched_ranks_hold_to_the_share_too(monkeypatch, tmp_path):
-    """accelerate's ranks (hardex.train_worker) start outside the job's setup: each caps its own allocator."""
+def _worker_spec(tmp_path) -> str:
+    """What hardex.launch hands each rank (hardex.train_worker), for a fit that the test replaces."""
     import json
 
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"reward": {"family": "arith", "scoring": "lenient", "scale": 1.0}, "seed": 0,
+                                "model_path": "m", "rows": [], "g": {}, "ckpt_dir": str(tmp_path), "resume": None,
+                                "steps_total": 1, "trainer_args": {}}))
+    return str(spec)
+
+
+def test_trainings_launched_ranks_hold_to_the_share_too(monkeypatch, tmp_path):
+    """accelerate's ranks (hardex.train_worker) start outside the job's setup: each caps its own allocator."""
     from hardex import train_worker
 
     calls = []
     monkeypatch.setattr(train_worker, "hold_to_share", lambda: calls.append("cap"))
     monkeypatch.setattr(train_worker, "die_with_parent", lambda: None)
     monkeypatch.setattr(train_worker, "fit", lambda *a: calls.append("fit"))
-    spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"reward": {"family": "arith", "scoring": "lenient", "scale": 1.0}, "seed": 0,
-                                "model_path": "m", "rows": [], "g": {}, "ckpt_dir": str(tmp_path), "resume": None,
-                                "steps_total": 1, "trainer_args": {}}))
-    train_worker.main(str(spec))
+    train_worker.main(_worker_spec(tmp_path))
     assert calls == ["cap", "fit"]
+
+
+def test_a_rank_ends_its_process_group_when_training_is_done(monkeypatch, tmp_path):
+    """A rank that leaves its gloo process group to interpreter exit can abort (SIGABRT) after a finished run,
+    failing the job: seen once in the Slurm test's two-process train job. Each rank ends it after fit."""
+    import torch.distributed as dist
+
+    from hardex import train_worker
+
+    monkeypatch.setattr(train_worker, "hold_to_share", lambda: None)
+    monkeypatch.setattr(train_worker, "die_with_parent", lambda: None)
+    monkeypatch.setattr(train_worker, "fit", lambda *a: dist.barrier())  # training's last collective
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0, world_size=1)
+    try:
+        train_worker.main(_worker_spec(tmp_path))
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
 
 
 # ---- 11. a GPU job that cannot see CUDA stops at once ----
