@@ -287,10 +287,14 @@ class HFGenerator:
             kwargs.pop("attn_implementation", None)
             return AutoModelForCausalLM.from_pretrained(str(path), **kwargs)
 
+    @property
+    def _on_cuda(self) -> bool:
+        return str(self.device).startswith("cuda")
+
     def use_checkpoint(self, path: str | Path | None) -> None:
         """Switch weights: None = the base model; a LoRA adapter dir is applied on the loaded base
         (never merged into a copy on disk); a full checkpoint dir is loaded in place of the base."""
-        if not str(self.device).startswith("cuda"):
+        if not self._on_cuda:
             # what the last checkpoint's generation freed: kept, an evaluate job climbed from 1.73 to 2.08 GiB over
             # two checkpoints (docs/memory-plan.md)
             release_freed_host_memory()
@@ -323,7 +327,7 @@ class HFGenerator:
         """`token_budget`, lowered on a GPU to what the KV cache can take in 70% of free memory (of the job's
         share of the card, where jobs share it)."""
         budget = int(self.token_budget)
-        if not str(self.device).startswith("cuda"):
+        if not self._on_cuda:
             return budget
         try:
             cfg = getattr(self.model, "config", self.base.config).get_text_config()
@@ -391,7 +395,7 @@ class HFGenerator:
         which takes the boolean mask as it is."""
         mode = self.decode
         if mode == "auto":
-            mode = "graph" if str(self.device).startswith("cuda") else "dynamic"
+            mode = "graph" if self._on_cuda else "dynamic"
         layers = getattr(cache, "layers", None) or []
         prealloc = _prealloc_layer_class()
         if (not layers or any(type(layer) is not prealloc for layer in layers)
