@@ -21,6 +21,7 @@ include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/report.smk"
 include: "rules/sequential.smk"
+include: "rules/survey.smk"
 
 
 report: "report/workflow.rst"

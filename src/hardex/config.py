@@ -22,10 +22,15 @@ from hardex.schedule import completions_per_step, past_horizon, run_steps
 from hardex.selection import (BASE_SPLIT_STRATEGIES, BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, CONTROLS, STRATEGIES,
                               RunName, SelectionError, check_band, subset_size, tier_values)
 from hardex.sequential import BASE_RUN
-from hardex.settings import (SCHEMA, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
+from hardex.settings import (GENERATED_FAMILIES, SCHEMA, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
                              known_split_size, model_tasks, peek_local_file, run_strategies, seed_design, split_spec)
 from hardex.tasks import STRICT_FAMILIES, DataError, get_task, template_error
+from hardex.tasks.base import SPLIT_BUCKETS
+from hardex.tasks import reasoning_gym
 from hardex.tasks.rows import check_fields, keep_listed, listed
+
+#: planning makes a reasoning_gym split itself only where that takes about this long at most (its job makes the rest)
+PLAN_GENERATION_SECONDS = 15.0
 
 
 class ConfigError(ValueError):
@@ -122,6 +127,12 @@ def _check_split(key: str, family: str, split: str, spec: dict) -> None:
             del spec[name]
     if "start" in spec and "stop" in spec and spec["start"] >= spec["stop"]:
         raise ConfigError(f"{key}: start {spec['start']} is not before stop {spec['stop']}: no rows")
+    if family != "reasoning_gym" and (isinstance(spec.get("config"), dict) or "tiers" in spec):
+        which = "config" if isinstance(spec.get("config"), dict) else "tiers"
+        raise ConfigError(f"{key}.{which}: a task's settings are for family reasoning_gym (here: {family!r}; "
+                          f"a hub split's config is the name of the hub config)")
+    if family == "reasoning_gym":
+        return  # _check_reasoning_gym, with the dataset's task and config
     if family not in SYNTHETIC_FAMILIES:
         if not (spec.get("hub") or spec.get("file")):
             raise ConfigError(f"{key}: give a hub dataset (hub, config, split) or a local file (file)")
@@ -140,6 +151,52 @@ def _check_split(key: str, family: str, split: str, spec: dict) -> None:
     if spec["n"] > room // 2:  # beyond half of them, drawing distinct items takes ever longer
         raise ConfigError(f"{key}.n: {spec['n']} items asked, but only about {room} distinct ones exist in this split "
                           f"for difficulty {spec['difficulty']}; ask for at most {room // 2} or widen the difficulty range")
+
+
+def _check_reasoning_gym(cfg: dict) -> None:
+    """reasoning_gym datasets (hardex.tasks.reasoning_gym): the package, the task and its fields, each split made
+    as its job will make it (where that is quick: `PLAN_GENERATION_SECONDS`), so that a split that cannot hold n
+    distinct problems stops here; and no benchmark sharing a problem with its task's pool beyond allow_overlap."""
+    made: dict[str, Any] = {}
+    for ds, dcfg in cfg["datasets"].items():
+        if dcfg["family"] != "reasoning_gym":
+            for key in ("task", "config"):
+                if key in dcfg:
+                    raise ConfigError(f"datasets.{ds}.{key}: only for family reasoning_gym (here: {dcfg['family']!r})")
+            continue
+        if "task" not in dcfg:
+            raise ConfigError(f"datasets.{ds}.task: required for family reasoning_gym (a reasoning-gym task name, "
+                              f"or {{name: weight}} for a mixed pool)")
+        for split, raw in dcfg["splits"].items():
+            key = f"datasets.{ds}.splits.{split}"
+            for need in ("n", "seed"):
+                if need not in raw:
+                    raise ConfigError(f"{key}.{need}: required for family reasoning_gym")
+            if split not in SPLIT_BUCKETS:
+                raise ConfigError(f"{key}: generated splits are {', '.join(SPLIT_BUCKETS)}, not {split!r}")
+            if stray := [k for k in ("hub", "file", "difficulty") if k in raw]:
+                raise ConfigError(f"{key}.{stray[0]}: reasoning_gym splits are generated; they take n, seed, config "
+                                  f"and tiers")
+            spec = split_spec(cfg, f"{ds}/{split}")["spec"]
+            if error := reasoning_gym.check_split_spec(key, spec):
+                raise ConfigError(error)
+            try:  # too few distinct problems, or a generator that hangs at these settings
+                if reasoning_gym.generation_seconds(spec) <= PLAN_GENERATION_SECONDS:
+                    made[f"{ds}/{split}"] = reasoning_gym.generate_split(spec)
+            except DataError as e:
+                raise ConfigError(f"{key}: {e}") from None
+    for task, tcfg in cfg["tasks"].items():
+        if tcfg["pool"] not in made:
+            continue
+        pool = set(made[tcfg["pool"]]["problem"])
+        for i, ref in enumerate(tcfg["benchmarks"]):
+            if ref == tcfg["pool"] or ref not in made:
+                continue
+            shared = [q for q, k in zip(made[ref]["question"], made[ref]["problem"]) if k in pool]
+            if len(shared) > (tcfg.get("allow_overlap") or 0):
+                raise ConfigError(f"tasks.{task}.benchmarks[{i}]: {len(shared)} of {ref}'s problems are in the pool "
+                                  f"{tcfg['pool']} (e.g. {shared[0][:80]!r}); give the two splits disjoint names "
+                                  f"(pool, test, ood) in one dataset, or state the overlap: tasks.{task}.allow_overlap")
 
 
 def _cross_checks(cfg: dict) -> None:
@@ -167,6 +224,7 @@ def _cross_checks(cfg: dict) -> None:
                 raise ConfigError(f"tasks.{task}.benchmarks[{i}]: {b!r} is the task's pool: its gain would be measured "
                                   f"on the questions it trains on; name a held-out split (or state the overlap: "
                                   f"tasks.{task}.allow_overlap)")
+    _check_reasoning_gym(cfg)
     _check_split_fields(datasets)
     _check_strict_scoring(cfg)
     for b in cfg["evaluation"]["overrides"]:
@@ -481,7 +539,7 @@ def _planned_split_ids(cfg: dict, ref: str) -> list[str] | None:
     """A split's ids where planning can make the split without the hub, as its dataset_split job does (a generated
     split, a local file); None for a hub split, or where the split cannot be made (its job says why)."""
     spec = split_spec(cfg, ref)
-    if spec["family"] not in SYNTHETIC_FAMILIES and not spec["spec"].get("file"):
+    if spec["family"] not in GENERATED_FAMILIES and not spec["spec"].get("file"):
         return None
     try:
         return keep_listed(get_task(spec["family"]).load_split(spec["spec"], root=None), spec["spec"])["id"].to_list()

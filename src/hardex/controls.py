@@ -210,9 +210,10 @@ def control_rows(control: str | None, rows: list[dict[str, Any]], seed: int) -> 
 
 
 def task_reward(task, scale: float = 1.0) -> Reward:
-    """The verifiable reward: `scale` for a completion the task's scorer accepts, else 0. A task's reward hook
-    (tasks.<task>.reward) is called the same way in its place (run_reward, hardex.reward_hook)."""
-    return lambda completion, answer, prompt: scale * float(task.is_correct(completion, answer, prompt))
+    """The verifiable reward: `scale` times the task's score, 1 for a completion its scorer accepts, else 0 (or a
+    verifier's partial credit: Task.score). A task's reward hook (tasks.<task>.reward) is called the same way in its
+    place (run_reward, hardex.reward_hook)."""
+    return lambda completion, answer, prompt: scale * task.score(completion, answer, prompt)
 
 
 def run_reward(control: str | None, task, scale: float, seed: int = 0, hook: str | None = None) -> Reward:

@@ -36,7 +36,7 @@ from hardex.config import ConfigError, check_config, check_duplicate_keys
 from hardex.layout import MADE_BY
 from hardex.model_sources import is_hub_id
 from hardex.models import FINGERPRINT_SUFFIXES, HUB_SKIP
-from hardex.settings import SYNTHETIC_FAMILIES, split_spec
+from hardex.settings import GENERATED_FAMILIES, split_spec
 from hardex.tasks import get_task
 from hardex.tasks.base import DataError
 
@@ -88,7 +88,7 @@ def dataset_item(ref: str, source: dict) -> HubItem | None:
     """The hub item of dataset split `ref` ('dataset/split', its split_spec `source`); None for a local file
     or a generator."""
     spec = source["spec"]
-    if source["family"] in SYNTHETIC_FAMILIES or spec.get("file") or not spec.get("hub"):
+    if source["family"] in GENERATED_FAMILIES or spec.get("file") or not spec.get("hub"):
         return None
     dataset, split = ref.split("/", 1)
     return HubItem(f"datasets.{dataset}.splits.{split}.hub", "dataset", spec["hub"],

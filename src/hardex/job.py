@@ -116,7 +116,9 @@ def work_identity(model: dict, task, generation: dict | None = None) -> dict:
         from hardex.generation.hf import pick_dtype
 
         dtype = str(pick_dtype(dtype, devices.pick_device())).removeprefix("torch.")
-    identity = {"model": model_fingerprint(model["path"]), "dtype": dtype, "scorer": [task.name, task.scoring]}
+    # a verifier package's version joins the scorer only where a family has one: other keys stay as they were
+    scorer = [task.name, task.scoring] + ([task.scorer_version] if task.scorer_version else [])
+    identity = {"model": model_fingerprint(model["path"]), "dtype": dtype, "scorer": scorer}
     if generation is not None:
         identity["backend"] = generation["backend"]
     return identity

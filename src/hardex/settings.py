@@ -22,9 +22,12 @@ from hardex.learnability import sampling_mismatch
 from hardex.reward_hook import hook_settings
 from hardex.selection import BOUNDARY_STRATEGIES, RunName
 from hardex.sequential import design_of
+from hardex.tasks.reasoning_gym import version as rg_version
 from hardex.tasks.rows import DataError, read_local
 
-SYNTHETIC_FAMILIES = ("arith", "swaps", "addition")  # generated splits: their size is the config's n
+SYNTHETIC_FAMILIES = ("arith", "swaps", "addition")  # hardex's own generators (n, seed, difficulty)
+#: families whose splits are generated here, nothing read or downloaded: a split's size is the config's n
+GENERATED_FAMILIES = (*SYNTHETIC_FAMILIES, "reasoning_gym")
 #: the config's JSON schema: its keys, what each allows and its defaults (hardex.config validates against it);
 #: package data beside this module, so that an installed hardex carries it
 SCHEMA = Path(__file__).resolve().parent / "config.schema.yaml"
@@ -159,7 +162,7 @@ def known_split_size(cfg: dict, ref: str) -> int | None:
     local file read whole (its rows counted, no model loaded)."""
     ds, split = ref.split("/", 1)
     spec = cfg["datasets"][ds]["splits"][split]
-    n = spec.get("n") if cfg["datasets"][ds]["family"] in SYNTHETIC_FAMILIES else None
+    n = spec.get("n") if cfg["datasets"][ds]["family"] in GENERATED_FAMILIES else None
     if n is None and spec.get("file") and set(spec) <= _WHOLE_FILE_KEYS:
         read = peek_local_file(spec["file"])
         if read:  # a slice of the file's rows
@@ -198,6 +201,12 @@ def split_spec(cfg: dict, ref: str) -> dict:
     ds, split = ref.split("/", 1)
     dcfg = cfg["datasets"][ds]
     spec = {"name": split, **dcfg["splits"][split]}  # "split" in a hub spec is the hub split
+    if dcfg["family"] == "reasoning_gym":
+        # the dataset's task and config travel with each split, and the package's version with them: an upgrade
+        # makes the splits again, and what they feed after them
+        spec.update(task=dcfg["task"], rg_version=rg_version())
+        if dcfg.get("config") is not None:
+            spec["dataset_config"] = dcfg["config"]
     return {"family": dcfg["family"], "spec": spec}
 
 

@@ -277,9 +277,10 @@ def test_fit_counts_trls_rollouts_with_the_per_process_share(tmp_path, tiny_mode
 def test_the_work_identity_of_a_bf16_and_an_fp32_probe_differ(tiny_model, monkeypatch, card):
     from hardex import devices
     from hardex.job import work_identity
+    from hardex.tasks import get_task
 
     model = {"path": str(tiny_model), "dtype": "auto"}
-    task = types.SimpleNamespace(name="swaps", scoring="lenient")
+    task = get_task("swaps", "lenient")
     generation = {"backend": "transformers"}
     card(AMPERE)
     monkeypatch.setattr(devices, "pick_device", lambda device=None: "cuda")

@@ -35,7 +35,7 @@ from hardex.forkserver import run_snakemake
 from hardex.rehearsal.samples import sample_split
 from hardex.schedule import completions_per_step
 from hardex.selection import RunName
-from hardex.settings import SYNTHETIC_FAMILIES, schema_defaults
+from hardex.settings import GENERATED_FAMILIES, schema_defaults
 from hardex.tasks.seeded import PREFIX as SCORING_PREFIX
 
 #: rows per split in a rehearsal: a pool large enough that a 10 % budget selects a step's prompts
@@ -83,7 +83,7 @@ def _splits(cfg: dict[str, Any], samples: Path, base: Path) -> None:
                     spec[listed] = _absolute(spec[listed], base)
                     if isinstance(spec[listed], list):
                         spec[listed] = spec[listed][:n]
-            if family in SYNTHETIC_FAMILIES:
+            if family in GENERATED_FAMILIES:
                 spec["n"] = min(spec.get("n", n), n)
             elif spec.get("hub"):
                 try:

@@ -639,3 +639,44 @@ def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict
         _legend_below(fig, handles, labels)
         fig.suptitle("pass@k of the base model and of each strategy's final checkpoint (first benchmark)")
         return save_figure(fig, paths, st)
+
+
+# ---- the survey: which tasks sit where GRPO can learn ----------------------------------------------
+
+
+def plot_survey(table: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """One horizontal bar per task x tier of the survey (hardex.report.survey): the shares of its pool never solved
+    (left, dark), solved sometimes (middle) and always solved (right), and the expected share of mixed groups as a
+    dot; one panel per model. Tasks in the table's order (largest expected mixed share on top)."""
+    st = _style(style)
+    models = list(dict.fromkeys(table["model"].to_list())) or ["(no probes)"]
+    height = max(3.0, 0.22 * table.filter(pl.col("model") == models[0]).height + 1.6)
+    with plt.rc_context(_rc(st)):
+        fig, axes = plt.subplots(1, len(models), figsize=(7.5 * len(models), height), squeeze=False,
+                                 layout="constrained")
+        for ax, model in zip(axes[0], models):
+            sub = table.filter(pl.col("model") == model)
+            if sub.height == 0:
+                _no_data(ax, "no probe tables")
+                continue
+            labels = [t if tier == "all" else f"   level {tier}" for t, tier in zip(sub["task"], sub["tier"])]
+            y = np.arange(sub.height)[::-1]
+            never, between, always = (sub[c].to_numpy() for c in ("never", "between", "always"))
+            whole = np.array([tier == "all" for tier in sub["tier"]])
+            h = np.where(whole, 0.8, 0.55)
+            ax.barh(y, never, height=h, color="#4d4d4d", label="never solved")
+            ax.barh(y, between, left=never, height=h, color="#2ca02c", label="solved sometimes")
+            ax.barh(y, always, left=never + between, height=h, color="#c7c7c7", label="always solved")
+            ax.plot(sub["expected_mixed"].to_numpy(), y, "o", color="#d62728", mec="black", ms=5,
+                    label="expected mixed groups")
+            ax.set_yticks(y, labels, fontsize=st["font_size"] - 2)
+            for tick, w in zip(ax.get_yticklabels(), whole):
+                tick.set_fontweight("bold" if w else "normal")
+            ax.set_xlim(0, 100)
+            ax.set_xlabel("% of the task's pool")
+            ax.set_title(f"{model}: pass-rate distribution per task and level")
+            ax.grid(axis="y", alpha=0)
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        _legend_below(fig, handles, labels)
+        fig.suptitle("Where GRPO can learn: examples solved sometimes, and the expected share of mixed groups")
+        return save_figure(fig, paths, st)

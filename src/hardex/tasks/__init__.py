@@ -22,6 +22,7 @@ REGISTRY: dict[str, str] = {
     "aime2025": "hardex.tasks.aime:AIMETask",
     "math": "hardex.tasks.math:MATHTask",
     "qa": "hardex.tasks.qa:QATask",
+    "reasoning_gym": "hardex.tasks.reasoning_gym:ReasoningGymTask",
 }
 SCORINGS = ("lenient", "flexible", "strict")
 #: families whose Task implements released_correct: paper 1's released code has a scorer for them

@@ -8,6 +8,7 @@ task metadata. Tasks are stateless; a split spec (a dict from the config) says w
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
 from abc import ABC, abstractmethod
@@ -24,6 +25,20 @@ PLACEHOLDERS = ("question", "instruction")
 DEFAULT_TEMPLATE = "{question}\n{instruction}"
 
 REQUIRED_COLUMNS = ("id", "question", "answer")
+
+# fraction-of-hash ranges that make a generated family's splits disjoint (pool/test/ood/sft are its only splits):
+# a problem belongs to the split its canonical form's hash falls in (hardex.tasks.synthetic, .reasoning_gym)
+SPLIT_BUCKETS: dict[str, tuple[float, float]] = {
+    "pool": (0.0, 0.5),
+    "test": (0.5, 0.7),
+    "ood": (0.7, 0.8),
+    "sft": (0.8, 1.0),
+}
+
+
+def split_bucket(text: str) -> float:
+    """Where a problem's canonical form falls in [0, 1): the split (SPLIT_BUCKETS) that may hold it."""
+    return int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "big") / 2**64
 
 
 class DataError(ValueError):
@@ -191,6 +206,15 @@ class Task(ABC):
         if self.scoring == "flexible" and not predicted:  # an empty box, as in an echoed instruction, says nothing
             predicted = self.unboxed_answer(completion, reference)
         return predicted
+
+    #: the version of the package whose verifiers score this family, where one does (hardex.tasks.reasoning_gym):
+    #: part of the scorer's identity, so that an upgrade reruns the work it scores
+    scorer_version: str | None = None
+
+    def score(self, completion: str, reference: str, prompt: str | None = None) -> float:
+        """The reward of one completion before `grpo.reward_scale`, in [0, 1]: 1 for a correct one, else 0; a family
+        whose verifier gives partial credit (reasoning_gym) returns its score, and a pass is a score of 1."""
+        return float(self.is_correct(completion, reference, prompt))
 
     def is_correct(self, completion: str, reference: str, prompt: str | None = None) -> bool:
         """Binary correctness of one completion: the reward and the probe/eval outcome.

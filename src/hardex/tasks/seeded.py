@@ -42,3 +42,7 @@ class RehearsalScoring:
         self.task.is_correct(completion, reference, prompt)  # the real scorer's path runs (and may fail) as it will
         example = prompt if prompt is not None else reference
         return _unit("rehearsal verdict", example, completion) < seeded_pass_rate(example)
+
+    def score(self, completion: str, reference: str, prompt: str | None = None) -> float:
+        """The reward: the seeded verdict, never the task's own score (which __getattr__ would hand on)."""
+        return float(self.is_correct(completion, reference, prompt))

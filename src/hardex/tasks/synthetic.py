@@ -33,7 +33,6 @@ family's wording) is, per family:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 import re
@@ -42,19 +41,12 @@ from typing import Any
 
 import polars as pl
 
-from hardex.tasks.base import DataError, Task, check_split
+from hardex.tasks.base import SPLIT_BUCKETS, DataError, Task, check_split, split_bucket
 from hardex.tasks.bbh import option_letter
 from hardex.tasks.hub_formats import render_bbh
 from hardex.tasks.numbers import same_number
 from hardex.tasks.rows import check_fields
 
-# fraction-of-hash ranges that make splits disjoint (pool/test/ood/sft are the only synthetic splits)
-SPLIT_BUCKETS: dict[str, tuple[float, float]] = {
-    "pool": (0.0, 0.5),
-    "test": (0.5, 0.7),
-    "ood": (0.7, 0.8),
-    "sft": (0.8, 1.0),
-}
 PEOPLE = ["Alice", "Bob", "Claire", "Dave", "Eve", "Fred", "Gertrude"]
 COLOURS = ["red", "blue", "green", "white", "black", "pink", "brown"]
 LETTERS = "ABCDEFG"
@@ -67,10 +59,6 @@ BBH_OBJECT_NOUN = {"ball": "ball", "present": "present"}
 # by level (tests/unit/test_synthetic.py recounts the first ones); beyond the table, the last entry stands in as
 # a lower bound: 8.7 million problems is far beyond any split, and an undercount never promises what is not there
 ARITH_PROBLEMS = (9, 79, 481, 2707, 14582, 75770, 378896, 1833993, 8656550)
-
-
-def _bucket(text: str) -> float:
-    return int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "big") / 2**64
 
 
 def _arith_form(start: int, ops: list[tuple[str, int]]) -> str:
@@ -128,7 +116,7 @@ class _SyntheticTask(Task):
             item = self.make_item(rng, rng.randint(d_lo, d_hi), spec)
             key = self.problem_key(item["question"])  # read back from the text: what the overlap check compares
             assert key is not None, f"{self.name}: no canonical form for its own question {item['question']!r}"
-            if key in seen or not lo <= _bucket(key) < hi:
+            if key in seen or not lo <= split_bucket(key) < hi:
                 continue
             seen.add(key)
             rows.append({"id": f"{self.name}-{split}-{seed}-{len(rows)}", **item})
