@@ -14,7 +14,7 @@ from tests.support import snakemake, write_config
 DATASET = {
     "family": "reasoning_gym",
     "task": {"chain_sum": 1, "gcd": 1},
-    "config": {"chain_sum": {"max_terms": 3, "max_digits": 1}},
+    "config": {"chain_sum": {"allow_negation": False}},
     "splits": {
         "pool": {"n": 24, "seed": 1, "tiers": [0, 1]},
         "test": {"n": 8, "seed": 2},

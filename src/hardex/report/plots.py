@@ -659,7 +659,8 @@ def plot_survey(table: pl.DataFrame, paths: Sequence[str | Path], style: dict | 
             if sub.height == 0:
                 _no_data(ax, "no probe tables")
                 continue
-            labels = [t if tier == "all" else f"   level {tier}" for t, tier in zip(sub["task"], sub["tier"])]
+            labels = [t if tier == "all" else f"   level {tier}" if str(tier).isdigit() else f"   {tier}"
+                      for t, tier in zip(sub["task"], sub["tier"])]
             y = np.arange(sub.height)[::-1]
             never, between, always = (sub[c].to_numpy() for c in ("never", "between", "always"))
             whole = np.array([tier == "all" for tier in sub["tier"]])
@@ -677,6 +678,7 @@ def plot_survey(table: pl.DataFrame, paths: Sequence[str | Path], style: dict | 
             ax.set_title(f"{model}: pass-rate distribution per task and level")
             ax.grid(axis="y", alpha=0)
         handles, labels = axes[0][0].get_legend_handles_labels()
-        _legend_below(fig, handles, labels)
+        order = sorted(range(len(labels)), key=lambda i: labels[i] == "expected mixed groups")  # the bars, then the dot
+        _legend_below(fig, [handles[i] for i in order], [labels[i] for i in order])
         fig.suptitle("Where GRPO can learn: examples solved sometimes, and the expected share of mixed groups")
         return save_figure(fig, paths, st)
