@@ -25,12 +25,8 @@ from hardex.sequential import BASE_RUN
 from hardex.settings import (GENERATED_FAMILIES, SCHEMA, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
                              known_split_size, model_tasks, peek_local_file, run_strategies, seed_design, split_spec)
 from hardex.tasks import STRICT_FAMILIES, DataError, get_task, template_error
-from hardex.tasks.base import SPLIT_BUCKETS
 from hardex.tasks import reasoning_gym
 from hardex.tasks.rows import check_fields, keep_listed, listed
-
-#: planning makes a reasoning_gym split itself only where that takes about this long at most (its job makes the rest)
-PLAN_GENERATION_SECONDS = 15.0
 
 
 class ConfigError(ValueError):
@@ -154,49 +150,10 @@ def _check_split(key: str, family: str, split: str, spec: dict) -> None:
 
 
 def _check_reasoning_gym(cfg: dict) -> None:
-    """reasoning_gym datasets (hardex.tasks.reasoning_gym): the package, the task and its fields, each split made
-    as its job will make it (where that is quick: `PLAN_GENERATION_SECONDS`), so that a split that cannot hold n
-    distinct problems stops here; and no benchmark sharing a problem with its task's pool beyond allow_overlap."""
-    made: dict[str, Any] = {}
-    for ds, dcfg in cfg["datasets"].items():
-        if dcfg["family"] != "reasoning_gym":
-            for key in ("task", "config"):
-                if key in dcfg:
-                    raise ConfigError(f"datasets.{ds}.{key}: only for family reasoning_gym (here: {dcfg['family']!r})")
-            continue
-        if "task" not in dcfg:
-            raise ConfigError(f"datasets.{ds}.task: required for family reasoning_gym (a reasoning-gym task name, "
-                              f"or {{name: weight}} for a mixed pool)")
-        for split, raw in dcfg["splits"].items():
-            key = f"datasets.{ds}.splits.{split}"
-            for need in ("n", "seed"):
-                if need not in raw:
-                    raise ConfigError(f"{key}.{need}: required for family reasoning_gym")
-            if split not in SPLIT_BUCKETS:
-                raise ConfigError(f"{key}: generated splits are {', '.join(SPLIT_BUCKETS)}, not {split!r}")
-            if stray := [k for k in ("hub", "file", "difficulty") if k in raw]:
-                raise ConfigError(f"{key}.{stray[0]}: reasoning_gym splits are generated; they take n, seed, config "
-                                  f"and tiers")
-            spec = split_spec(cfg, f"{ds}/{split}")["spec"]
-            if error := reasoning_gym.check_split_spec(key, spec):
-                raise ConfigError(error)
-            try:  # too few distinct problems, or a generator that hangs at these settings
-                if reasoning_gym.generation_seconds(spec) <= PLAN_GENERATION_SECONDS:
-                    made[f"{ds}/{split}"] = reasoning_gym.generate_split(spec)
-            except DataError as e:
-                raise ConfigError(f"{key}: {e}") from None
-    for task, tcfg in cfg["tasks"].items():
-        if tcfg["pool"] not in made:
-            continue
-        pool = set(made[tcfg["pool"]]["problem"])
-        for i, ref in enumerate(tcfg["benchmarks"]):
-            if ref == tcfg["pool"] or ref not in made:
-                continue
-            shared = [q for q, k in zip(made[ref]["question"], made[ref]["problem"]) if k in pool]
-            if len(shared) > (tcfg.get("allow_overlap") or 0):
-                raise ConfigError(f"tasks.{task}.benchmarks[{i}]: {len(shared)} of {ref}'s problems are in the pool "
-                                  f"{tcfg['pool']} (e.g. {shared[0][:80]!r}); give the two splits disjoint names "
-                                  f"(pool, test, ood) in one dataset, or state the overlap: tasks.{task}.allow_overlap")
+    """reasoning_gym datasets: the package, the task and its fields, each split made as its job will make it where
+    that is quick, and no benchmark sharing a problem with its pool (hardex.tasks.reasoning_gym.planning_error)."""
+    if error := reasoning_gym.planning_error(cfg["datasets"], cfg["tasks"], lambda ref: split_spec(cfg, ref)["spec"]):
+        raise ConfigError(error)
 
 
 def _cross_checks(cfg: dict) -> None:

@@ -354,3 +354,14 @@ def test_a_fields_column_missing_from_a_local_file_is_refused_at_planning(smoke_
         check_config(cfg)
     assert str(err.value) == (f"datasets.own.splits.pool.fields.question: column 'question' is not in {pool} "
                               "(its first row's columns: q, a)")
+
+
+def test_the_schemas_families_are_the_task_registrys():
+    """A family the registry adds is one the schema allows, and the schema names none the registry lacks."""
+    import yaml
+
+    from hardex.tasks import REGISTRY
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    family = schema["properties"]["datasets"]["additionalProperties"]["properties"]["family"]
+    assert sorted(family["enum"]) == sorted(REGISTRY)

@@ -69,6 +69,8 @@ CANONICAL_FIELDS: dict[str, tuple[str, ...]] = {
 UNORDERED_FIELDS = {("gcd", "numbers"), ("lcm", "numbers")}
 # generation tries per row asked before a split is declared unable to hold n distinct problems
 TRIES_PER_ROW, TRIES_SLACK = 50, 2000
+#: planning makes a split itself only where that takes about this long at most (its data job makes the rest)
+PLAN_GENERATION_SECONDS = 15.0
 #: a pass: a score of 1, up to the rounding of verifiers that sum partial credits (0.1 * 10 is 0.9999999999999999)
 PASS_SCORE = 1.0 - 1e-9
 #: seconds one generated item may take: some generators never return at some settings (number_sequence at its
@@ -471,3 +473,49 @@ def generation_seconds(spec: dict[str, Any], sample: int = 3) -> float:
                 draw(dataset, task, i)
             per_item += (time.perf_counter() - start) / sample / len(per_task) / len(tiers)
     return per_item * int(spec["n"]) / (hi - lo)
+
+
+def planning_error(datasets: dict[str, Any], tasks: dict[str, Any], spec_of) -> str | None:
+    """What planning refuses of a config's reasoning_gym datasets (hardex.config), one line naming the key, or None:
+    keys of this family on another, a split's missing n or seed, what `check_split_spec` refuses, a split that cannot
+    hold n problems or whose generator hangs (each split made as its job will make it, where that takes at most
+    PLAN_GENERATION_SECONDS), and a benchmark sharing problems with its task's pool beyond allow_overlap. `spec_of`
+    gives a split's loader spec ("dataset/split": hardex.settings.split_spec's)."""
+    made: dict[str, pl.DataFrame] = {}
+    for ds, dcfg in datasets.items():
+        if dcfg["family"] != "reasoning_gym":
+            if stray := [k for k in ("task", "config") if k in dcfg]:
+                return f"datasets.{ds}.{stray[0]}: only for family reasoning_gym (here: {dcfg['family']!r})"
+            continue
+        if "task" not in dcfg:
+            return (f"datasets.{ds}.task: required for family reasoning_gym (a reasoning-gym task name, or "
+                    f"{{name: weight}} for a mixed pool)")
+        for split, raw in dcfg["splits"].items():
+            key = f"datasets.{ds}.splits.{split}"
+            if missing := [need for need in ("n", "seed") if need not in raw]:
+                return f"{key}.{missing[0]}: required for family reasoning_gym"
+            if split not in SPLIT_BUCKETS:
+                return f"{key}: generated splits are {', '.join(SPLIT_BUCKETS)}, not {split!r}"
+            if stray := [k for k in ("hub", "file", "difficulty") if k in raw]:
+                return f"{key}.{stray[0]}: reasoning_gym splits are generated; they take n, seed, config and tiers"
+            spec = spec_of(f"{ds}/{split}")
+            if error := check_split_spec(key, spec):
+                return error
+            try:  # too few distinct problems, or a generator that hangs at these settings
+                if generation_seconds(spec) <= PLAN_GENERATION_SECONDS:
+                    made[f"{ds}/{split}"] = generate_split(spec)
+            except DataError as e:
+                return f"{key}: {e}"
+    for task, tcfg in tasks.items():
+        if tcfg["pool"] not in made:
+            continue
+        pool = set(made[tcfg["pool"]]["problem"])
+        for i, ref in enumerate(tcfg["benchmarks"]):
+            if ref == tcfg["pool"] or ref not in made:
+                continue
+            shared = [q for q, k in zip(made[ref]["question"], made[ref]["problem"]) if k in pool]
+            if len(shared) > (tcfg.get("allow_overlap") or 0):
+                return (f"tasks.{task}.benchmarks[{i}]: {len(shared)} of {ref}'s problems are in the pool {tcfg['pool']} "
+                        f"(e.g. {shared[0][:80]!r}); give the two splits disjoint names (pool, test, ood) in one dataset, "
+                        f"or state the overlap: tasks.{task}.allow_overlap")
+    return None
