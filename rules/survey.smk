@@ -5,7 +5,8 @@ localrules:
 rule survey:
     """Which tasks can teach the model: every task's pass-rate distribution from its probe alone (never, always
     and sometimes solved, the expected share of mixed groups), a table and one figure. A named target
-    (`snakemake survey`): it probes every pool and trains nothing (docs/rg-survey/survey.yaml)."""
+    (`snakemake survey`): it probes every pool and trains nothing (docs/rg-survey/survey.yaml).
+    """
     input:
         probes=PROBE_FILES,
     output:
