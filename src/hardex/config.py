@@ -204,6 +204,9 @@ def _cross_checks(cfg: dict) -> None:
                 raise ConfigError(f"models.{name}.build.sft_from: required when path is 'build'")
             for i, ref in enumerate(m["build"]["sft_from"]):
                 split_exists(ref, f"models.{name}.build.sft_from[{i}]")
+                if (family := datasets[ref.split("/", 1)[0]]["family"]) not in SYNTHETIC_FAMILIES:
+                    raise ConfigError(f"models.{name}.build.sft_from[{i}]: {ref!r} is a {family} split, whose rows carry "
+                                      f"no worked solution to warm-start on; name a split of {', '.join(SYNTHETIC_FAMILIES)}")
         grpo = grpo_settings(cfg, name)
         completions = completions_per_step(grpo)
         where = f"models.{name}.grpo" if m.get("grpo") else "grpo"

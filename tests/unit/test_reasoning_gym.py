@@ -237,3 +237,10 @@ def test_a_task_whose_entries_do_not_survive_storage_is_refused_at_planning(smok
     assert refused(cfg) == ("datasets.rg.splits.pool: reasoning-gym's arc_agi: its verifier scores the entry stored as "
                             "JSON otherwise than the one it generated (its metadata holds what JSON does not keep), so "
                             "hardex cannot score this task")
+
+
+def test_a_built_model_cannot_warm_start_on_a_reasoning_gym_split(smoke_config):
+    cfg = rg_config(smoke_config, {"task": "gcd", "splits": {**SPLITS, "sft": {"n": 10, "seed": 4}}})
+    cfg["models"]["tiny"]["build"]["sft_from"] = ["rg/sft"]
+    assert refused(cfg) == ("models.tiny.build.sft_from[0]: 'rg/sft' is a reasoning_gym split, whose rows carry no "
+                            "worked solution to warm-start on; name a split of arith, swaps, addition")
