@@ -38,6 +38,7 @@ from hardex.memory_plan import check_plan_or_exit, host_memory_mb
 from hardex.gpu_packages import check_packages_or_exit, conda_env
 from hardex.model_sources import gguf_file
 from hardex.fetch import offline_jobs
+from hardex.tasks import get_task
 from hardex.report import plan as report_plan
 from hardex.selection import RunName
 from hardex.report.tables import TABLES
@@ -362,8 +363,17 @@ def benchmark_params(wildcards):
             "decoding": decoding[b],
         }
         | ({"prompt": prompt} if prompt else {})
+        | scorer_version(split_spec(config, b)["family"])
         for b in config["tasks"][wildcards.task]["benchmarks"]
     ]
+
+
+def scorer_version(family):
+    """{"scorer_version": ...} where a verifier package scores the family (reasoning-gym), so that an upgrade
+    evaluates again and the evaluation's recorded params name it; {} for every other family (params as before).
+    """
+    version = get_task(family).scorer_version
+    return {"scorer_version": version} if version else {}
 
 
 def eval_benchmark_params(wildcards):
