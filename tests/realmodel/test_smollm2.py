@@ -160,3 +160,20 @@ def test_the_real_model_configs_plan_their_documented_grid(tmp_path, smollm2_dir
     stats = dry_run(tmp_path, path)
     check_counts(stats, grid_counts(yaml.safe_load(path.read_text())))
     assert grid_counts(yaml.safe_load(path.read_text())) == DOCUMENTED[name]
+
+
+@pytest.mark.parametrize("name", ["survey", "survey-128"])
+def test_the_survey_configs_plan_a_probe_per_task_and_train_nothing(tmp_path, smollm2_dir, name):
+    """docs/rg-survey.md's runs: `snakemake survey` probes every pool (its data split and data check first) and
+    trains nothing."""
+    import yaml
+
+    from tests.support import ROOT, snakemake
+    from tests.workflow.test_experiments import job_stats
+
+    path = ROOT / "docs" / "rg-survey" / f"{name}.yaml"
+    tasks = len(yaml.safe_load(path.read_text())["tasks"])
+    res = snakemake(tmp_path, "-n", "survey", "--quiet", "rules", configfile=path, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert job_stats(res.stdout + res.stderr) == {"dataset_split": 2 * tasks, "check_overlap": tasks, "probe": tasks,
+                                                  "convert_model": 1, "survey": 1}
