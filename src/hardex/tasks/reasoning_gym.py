@@ -391,22 +391,24 @@ class ReasoningGymTask(Task):
         return last_number(completion) if gold is not None and is_plain_number(str(gold)) else None
 
     def score(self, completion: str, reference: str, prompt: str | None = None) -> float:
-        """The task's verifier on the completion's answer (None where there is none), in [0, 1]; a verifier that
-        fails on a malformed answer scores it 0, as any family's scorer does."""
-        entry = entry_of(reference)
-        predicted = self.answer(completion, reference, prompt)
-        try:
-            value = float(_scorer(entry["task"], json.dumps(entry["config"], sort_keys=True))(predicted, entry))
-        except Exception:
-            return 0.0
-        return min(1.0, max(0.0, value)) if value == value else 0.0
+        """The task's verifier on the completion's answer (None where there is none), in [0, 1]."""
+        return _verdict(self.answer(completion, reference, prompt), entry_of(reference))
 
     def is_correct(self, completion: str, reference: str, prompt: str | None = None) -> bool:
         return self.score(completion, reference, prompt) >= PASS_SCORE
 
     def is_equivalent(self, predicted: str, reference: str) -> bool:
-        entry = entry_of(reference)
-        return float(_scorer(entry["task"], json.dumps(entry["config"], sort_keys=True))(predicted, entry)) >= PASS_SCORE
+        return _verdict(predicted, entry_of(reference)) >= PASS_SCORE
+
+
+def _verdict(predicted: str | None, entry: dict[str, Any]) -> float:
+    """An entry's verifier (built with the configuration the entry was generated with) on an answer, clipped to
+    [0, 1]; a verifier that fails on a malformed answer, or returns NaN, scores it 0, as any family's scorer does."""
+    try:
+        value = float(_scorer(entry["task"], json.dumps(entry["config"], sort_keys=True))(predicted, entry))
+    except Exception:
+        return 0.0
+    return min(1.0, max(0.0, value)) if value == value else 0.0
 
 
 def check_split_spec(key: str, spec: dict[str, Any]) -> str | None:
@@ -416,12 +418,12 @@ def check_split_spec(key: str, spec: dict[str, Any]) -> str | None:
     if version() is None:
         return f"{key}: family reasoning_gym needs the reasoning-gym package, which is not installed: {INSTALL}"
     dkey = key.rsplit(".splits.", 1)[0]
-    weights = spec["task"] if isinstance(spec["task"], dict) else {spec["task"]: 1}
+    weights = weights_of(spec)
     for task, weight in weights.items():
         if error := unknown_task_error(task):
             return f"{dkey}.task: {error}"
-        if weight <= 0 and isinstance(spec["task"], dict):
-            return f"{dkey}.task.{task}: weight {weight} must be positive"
+        if weight <= 0:
+            return f"{dkey}.task.{task}: weight {weight:g} must be positive"
     mixed = is_mixed(spec)
     for where, config in ((f"{dkey}.config", spec.get("dataset_config")), (f"{key}.config", spec.get("config"))):
         if config is None:
