@@ -130,4 +130,6 @@ def make_generator(generation: dict, model: dict):
                   max_batch_prompts=generation["max_batch_prompts"])
     if generation["backend"] == "vllm":
         kwargs.update(generation.get("vllm", {}))
+    else:
+        kwargs["decode"] = generation.get("decode", "auto")
     return load_generator(generation["backend"], model["path"], **kwargs)

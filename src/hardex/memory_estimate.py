@@ -468,6 +468,9 @@ def estimate_generation(arch: dict | None, *, dtype: str, batch_tokens: int, bac
         notes.append(f"{weight_copies} copies of the weights: the base and full checkpoints loaded one after another")
     if s is not None and lora:
         held["adapters (fp32)"] = 4 * adapter_parameters(s, lora)  # PEFT loads them in float32
+        if not gpu:  # a CPU decodes with the adapted weights merged into copies (hardex.generation.lean_step)
+            linears, _ = lora_linears(s, lora["target_modules"])
+            held["adapted weights, merged"] = nbytes * s.layers * sum(i * o for i, o in linears.values())
     held.update(_runtime(gpu))
     if s is None:
         notes.append("architecture unknown: KV cache and activations not counted (a lower bound)")

@@ -4,7 +4,6 @@ filtering (DAPO's dynamic sampling) refilling a step with groups whose rewards d
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable
 
 import numpy as np
@@ -76,20 +75,16 @@ class HardexRollouts:
 
         distinct = [group[0] for group in groups]
         model.eval()  # in training mode, gradient checkpointing switches the KV cache off
-        # on a CPU a decode step of a few rows is bound by the cost of each operator call, which unmerged
-        # LoRA adapters add to every projection (docs/performance.md); a GPU keeps them unmerged, sparing
-        # the merged weights' memory
-        on_cpu = next(model.parameters()).device.type == "cpu"
+        # (on a CPU the transformers generator samples a LoRA policy with its adapters merged: lean_step)
         try:
-            with adapters_merged(model) if on_cpu and not self.vllm else contextlib.nullcontext():
-                completions = sample(distinct, 0)
-                generated = [c for group in completions for c in group]
-                capped = None
-                if self.online:
-                    trained, capped, extra = self._refill(
-                        [(p, self.answer_of[p], c) for p, c in zip(distinct, completions)], sample, step, tokenizer)
-                    generated += extra
-                    distinct, answers, completions = (list(t) for t in zip(*trained))
+            completions = sample(distinct, 0)
+            generated = [c for group in completions for c in group]
+            capped = None
+            if self.online:
+                trained, capped, extra = self._refill(
+                    [(p, self.answer_of[p], c) for p, c in zip(distinct, completions)], sample, step, tokenizer)
+                generated += extra
+                distinct, answers, completions = (list(t) for t in zip(*trained))
         finally:
             model.train(training)
         ids = [c for group in completions for c in group]
@@ -155,30 +150,3 @@ def policy_weights(model):
                 yield name.replace(".base_layer.", "."), weight.detach()
             else:
                 yield name, param.detach()
-
-
-@contextlib.contextmanager
-def adapters_merged(model):
-    """While the block runs, a PEFT model's LoRA deltas are added into its base weights and its adapters
-    bypassed, so that generation runs the base model's operators alone; after it, the base weights
-    themselves are put back (not the sum minus the delta, which bfloat16 would round away from them).
-    A model without adapters is left as it is."""
-    import torch
-
-    if not hasattr(model, "peft_config"):
-        yield
-        return
-    adapter, saved = model.active_adapter, []
-    try:
-        with torch.no_grad():
-            for module in model.get_base_model().modules():
-                if hasattr(module, "get_delta_weight") and adapter in getattr(module, "lora_A", {}):
-                    layer = module.get_base_layer()
-                    merged = (layer.weight.float() + module.get_delta_weight(adapter).float()).to(layer.weight.dtype)
-                    saved.append((layer, layer.weight))
-                    layer.weight = torch.nn.Parameter(merged, requires_grad=False)
-        with model.disable_adapter():
-            yield
-    finally:
-        for layer, weight in saved:
-            layer.weight = weight

@@ -86,7 +86,9 @@ def generation_settings(cfg: dict, model: str) -> dict:
     """The generation section as a model's probe and evaluate jobs run it: its own `token_budget` in place of
     the shared one where it sets one (a large model's batch must be smaller: hardex.memory_plan)."""
     own = cfg["models"][model].get("token_budget")
-    return cfg["generation"] if own is None else {**cfg["generation"], "token_budget": own}
+    gen = cfg["generation"] if own is None else {**cfg["generation"], "token_budget": own}
+    # the default decode path left out: the jobs' params stay what they were before the key existed (no reruns)
+    return {k: v for k, v in gen.items() if not (k == "decode" and v == "auto")}
 
 
 def grpo_settings(cfg: dict, model: str) -> dict:
@@ -95,6 +97,8 @@ def grpo_settings(cfg: dict, model: str) -> dict:
     g = _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
     if g["rollouts"] in ("vllm", "vllm-server"):
         g["vllm"] = cfg["generation"]["vllm"]
+    elif cfg["generation"].get("decode", "auto") != "auto":  # hardex's rollouts decode as probing does
+        g["decode"] = cfg["generation"]["decode"]
     return g
 
 

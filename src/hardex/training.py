@@ -240,7 +240,7 @@ def rollout_generator(grpo: dict[str, Any], seed: int, token_budget: int = 26214
         # KV cache its token budget is checked against
         dtype = str(next(p.dtype for p in model.parameters() if p.is_floating_point())).removeprefix("torch.")
         return HFGenerator(str(model.name_or_path), model=model, tokenizer=tokenizer, dtype=dtype,
-                           token_budget=token_budget, progress=False)
+                           token_budget=token_budget, progress=False, decode=grpo.get("decode", "auto"))
 
     return open_generator
 

@@ -142,7 +142,8 @@ def test_the_fixed_shape_decode_step_gives_the_dynamic_steps_tokens(eos_gen, mon
     """What a GPU replays from a CUDA graph (decode="graph") is the fixed-shape step (decode="static"): the whole
     preallocated cache under a mask, the new token written at a slot tensor. Run here without the graph, it
     gives the dynamic step's tokens up to rounding, greedy and sampled, with rows leaving the batch at every
-    step (the step is rebuilt at each new size) and never.
+    step (the step is rebuilt at each new size) and never; the lean step (hardex.generation.lean_step, a CPU's
+    default) run inside it gives its tokens exactly.
 
     Uninitialised memory is made NaN here. The step attends over cache positions not yet written, masked, and
     a masked weight of 0 times a NaN value is NaN: with the cache allocated empty, the step's tokens depended on
@@ -158,7 +159,7 @@ def test_the_fixed_shape_decode_step_gives_the_dynamic_steps_tokens(eos_gen, mon
     monkeypatch.setattr(torch, "empty_like", garbage(torch.empty_like))
     outs = {}
     try:
-        for decode in ("dynamic", "static"):
+        for decode in ("dynamic", "static", "lean"):
             eos_gen.decode = decode
             for drop in (0.0, 1.0):
                 eos_gen.drop_fraction = drop
@@ -167,6 +168,7 @@ def test_the_fixed_shape_decode_step_gives_the_dynamic_steps_tokens(eos_gen, mon
         eos_gen.drop_fraction, eos_gen.decode = 0.25, "auto"
     for drop in (0.0, 1.0):
         assert_same_up_to_rounding(outs["static", drop], outs["dynamic", drop], drop)
+        assert outs["lean", drop] == outs["static", drop], drop  # the same step, without transformers' forward
     assert len({len(o[0]) for o in outs["static", 0.0][0]}) > 2  # rows finished at different steps
 
 
@@ -216,7 +218,7 @@ def test_the_cuda_graph_replays_the_fixed_shape_step_exactly():
 def test_an_unknown_decode_mode_is_refused():
     from hardex.generation.hf import HFGenerator
 
-    with pytest.raises(ValueError, match="decode: 'cuda' is not one of auto, graph, static, dynamic"):
+    with pytest.raises(ValueError, match="decode: 'cuda' is not one of auto, graph, static, dynamic, lean"):
         HFGenerator(tiny_model_dir(), device="cpu", decode="cuda", progress=False)
 
 

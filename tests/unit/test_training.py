@@ -290,7 +290,7 @@ def test_adapters_merged_computes_the_adapted_model_and_puts_the_base_weights_ba
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from hardex.rollouts import adapters_merged
+    from hardex.generation.lean_step import adapters_merged
 
     model = get_peft_model(AutoModelForCausalLM.from_pretrained(tiny_model, dtype=getattr(torch, dtype)),
                            LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"]))

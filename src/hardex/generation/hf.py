@@ -22,7 +22,10 @@
   its uniform lands within that rounding error of a CDF boundary (measured in the tests and in
   docs/performance.md).
 
-On a GPU the decode step is replayed from a captured CUDA graph (`decode="auto"`): a small model's step
+On a CPU (`decode="auto"`) a LoRA adapter is merged into the weights for each batch instead of adding two more
+matmuls per projection, and the Llama family decodes by hardex.generation.lean_step's step: the same arithmetic
+as transformers' forward without its per-layer wrapping. On a GPU the decode step is replayed from a captured
+CUDA graph: a small model's step
 is about a thousand kernels of a few microseconds each, and launching them from Python kept the card
 idle most of the time (docs/gpu-runs.md). A graph needs fixed shapes and addresses, so that step
 attends over the whole preallocated cache under a mask of the filled positions and writes its keys at
@@ -39,7 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hardex.generation.decode_attention import NAME as decode_attention_name, decode_attention
+from hardex.generation.decode_attention import (NAME as decode_attention_name, decode_attention,
+                                                one_token_attention)
+from hardex.generation.lean_step import LeanDecodeStep, adapters_merged, lean_unsupported
 from hardex.generation.sampling import SAMPLE_ROWS, Sampling
 from hardex.models import encode_prompt
 from hardex.devices import gpu_share, pick_device
@@ -81,29 +86,53 @@ def stream_uniforms(keys: list[int], steps: int) -> np.ndarray:
     return ((z >> np.uint64(11)).astype(np.float64) + 0.5) / float(2**53)
 
 
-def sample_tokens(logits, u, temperature: float, top_p: float):
+def sample_tokens(logits, u, temperature: float, top_p: float, buffers: "SamplerBuffers | None" = None):
     """One token per row by inverse-CDF sampling with the given uniforms (greedy if temperature 0).
 
     Row i's token depends only on row i's logits and u[i], so rows are sampled SAMPLE_ROWS at a time: the
     same tokens, with float32 copies of a few hundred rows at most instead of the whole batch's. top_p keeps
     the smallest set of most likely tokens whose mass reaches top_p (ties in probability kept in vocabulary
-    order).
+    order). `buffers` (a decode loop's SamplerBuffers) holds those copies from one step to the next.
     """
     import torch
 
     if temperature == 0:
         return logits.argmax(-1)
     if logits.shape[0] > SAMPLE_ROWS:
-        return torch.cat([_sample_rows(logits[i : i + SAMPLE_ROWS], u[i : i + SAMPLE_ROWS], temperature, top_p)
-                          for i in range(0, logits.shape[0], SAMPLE_ROWS)])
-    return _sample_rows(logits, u, temperature, top_p)
+        return torch.cat([_sample_rows(logits[i : i + SAMPLE_ROWS], u[i : i + SAMPLE_ROWS], temperature, top_p,
+                                       buffers) for i in range(0, logits.shape[0], SAMPLE_ROWS)])
+    return _sample_rows(logits, u, temperature, top_p, buffers)
 
 
-def _sample_rows(logits, u, temperature: float, top_p: float):
+class SamplerBuffers:
+    """The sampler's two float32 (rows, vocabulary) arrays, allocated once for a decode loop. Allocated anew at
+    every step, 25 MB each for 128 rows of a 49k-word vocabulary, the allocator handed fresh pages back to the
+    system and faulted them in again: the softmax and cumulative sum took three times as long (36 ms a step
+    against 11 at one thread)."""
+
+    def __init__(self):
+        self._a = self._b = None
+
+    def take(self, like, rows: int):
+        import torch
+
+        vocab = like.shape[-1]
+        if self._a is None or self._a.shape[0] < rows or self._a.shape[1] != vocab or self._a.device != like.device:
+            self._a = torch.empty((rows, vocab), dtype=torch.float32, device=like.device)
+            self._b = torch.empty_like(self._a)
+        return self._a[:rows], self._b[:rows]
+
+
+def _sample_rows(logits, u, temperature: float, top_p: float, buffers: SamplerBuffers | None = None):
     import torch
 
+    if buffers is None:
+        scaled, probs = logits.to(torch.float32, copy=True), None
+    else:
+        scaled, probs = buffers.take(logits, logits.shape[0])
+        scaled.copy_(logits)
     # divided in place: one float32 copy of the rows' logits instead of two (the same quotients)
-    probs = torch.softmax(logits.to(torch.float32, copy=True).div_(temperature), dim=-1)
+    probs = torch.softmax(scaled.div_(temperature), dim=-1, out=probs)
     if top_p < 1.0:
         sp, idx = probs.sort(dim=-1, descending=True, stable=True)
         cum = sp.cumsum(-1)
@@ -111,7 +140,7 @@ def _sample_rows(logits, u, temperature: float, top_p: float):
         cdf = sp.cumsum(-1)
         j = torch.searchsorted(cdf, (u.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1))
         return idx.gather(-1, j.clamp_(max=probs.shape[-1] - 1)).squeeze(-1)
-    cdf = probs.cumsum(-1)
+    cdf = torch.cumsum(probs, -1, out=scaled)  # the scaled logits are spent: their array takes the sums
     j = torch.searchsorted(cdf, (u.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1))
     return j.clamp_(max=probs.shape[-1] - 1).squeeze(-1)
 
@@ -209,7 +238,7 @@ def make_cache(config, capacity: int):
     return cache
 
 
-DECODE_MODES = ("auto", "graph", "static", "dynamic")
+DECODE_MODES = ("auto", "graph", "static", "dynamic", "lean")
 
 
 class HFGenerator:
@@ -222,8 +251,9 @@ class HFGenerator:
     from the batch once they are at least this share of it (0 = at every step). `ignore_eos`
     decodes max_new_tokens for every row (throughput benchmarks on random weights). `decode`: "graph" replays
     each decode step from a CUDA graph, "static" runs the same fixed-shape step without one (what the graph
-    replays, on any device: its tests), "dynamic" the step over the filled cache only; "auto" = "graph" on a
-    GPU with SDPA attention and a preallocated cache, else "dynamic". `model` /
+    replays, on any device: its tests), "dynamic" transformers' forward over the filled cache only, "lean" the
+    step of hardex.generation.lean_step (Llama-family architectures); "auto" = "graph" on a GPU with SDPA
+    attention and a preallocated cache, "lean" on a CPU where the architecture has it, else "dynamic". `model` /
     `tokenizer`: objects already loaded (then `model_path` only names them).
     """
 
@@ -269,6 +299,7 @@ class HFGenerator:
         self.prealloc = prealloc
         self.decode = decode
         self.tokens_generated = 0
+        self.shapes: list[tuple[int, int, int]] | None = None  # a list to record forward passes in: perf/_common.py
         self._torch = torch
         eos = {self.tokenizer.eos_token_id}
         gen_eos = getattr(getattr(self.base, "generation_config", None), "eos_token_id", None)
@@ -321,6 +352,10 @@ class HFGenerator:
         # PEFT injects its layers into the base model in place: the base alone = adapters disabled
         if self._peft is not None and self.model is self._peft and not self._adapter_on:
             return self._peft.disable_adapter()
+        # a CPU's fast path decodes a LoRA model with its adapters merged (a few-row step is bound by operator
+        # calls, and unmerged adapters add four to each projection); "dynamic" is transformers' and PEFT's own
+        if not self._on_cuda and self.decode != "dynamic":
+            return adapters_merged(self.model)
         return nullcontext()
 
     def effective_token_budget(self) -> int:
@@ -390,16 +425,28 @@ class HFGenerator:
         return out
 
     def _decode_mode(self, cache, config) -> str:
-        """How this batch decodes: `decode` with "auto" resolved ("graph" on a GPU), and "dynamic" where fixed-shape
-        steps are impossible: a cache layer not preallocated (a sliding window), or attention other than SDPA,
-        which takes the boolean mask as it is."""
+        """How this batch decodes: `decode` with "auto" resolved ("graph" on a GPU, "lean" on a CPU), and "dynamic"
+        where the mode asked for is impossible: a cache layer not preallocated (a sliding window), attention other
+        than SDPA for a fixed-shape step (which takes the boolean mask as it is), an architecture without a lean
+        step."""
         mode = self.decode
         if mode == "auto":
-            mode = "graph" if self._on_cuda else "dynamic"
+            mode = "graph" if self._on_cuda else "lean"
         layers = getattr(cache, "layers", None) or []
         prealloc = _prealloc_layer_class()
-        if (not layers or any(type(layer) is not prealloc for layer in layers)
-                or getattr(config, "_attn_implementation", None) not in ("sdpa", decode_attention_name)):
+        if not layers or any(type(layer) is not prealloc for layer in layers):
+            return "dynamic"
+        if mode == "lean":
+            # the prefill ran the model's forward, which a trainer may wrap in autocast (accelerate's mixed precision:
+            # float32 weights computing in bfloat16, the values cached in bfloat16, the normed keys in float32): the
+            # lean step computes in the weights' dtype, so where the prefill's cache holds another, transformers'
+            # forward decodes
+            if lean_unsupported(self.model):
+                return "dynamic"
+            first = layers[0]
+            cached = {first._k.dtype, first._v.dtype} if first.is_initialized else set()
+            return mode if cached <= {self.model.get_input_embeddings().weight.dtype} else "dynamic"
+        if mode != "dynamic" and getattr(config, "_attn_implementation", None) not in ("sdpa", decode_attention_name):
             return "dynamic"
         return mode
 
@@ -424,7 +471,8 @@ class HFGenerator:
         n_rows = len(prompt_ids) * n
         tokens = torch.full((n_rows, max_new), pad, dtype=torch.long, device=dev)
         lengths = torch.full((n_rows,), max_new, dtype=torch.long, device=dev)
-        with torch.inference_mode(), self._context(), decode_attention(model):
+        # the context first: adapters_merged builds its weights outside inference mode (they are parameters)
+        with self._context(), torch.inference_mode(), decode_attention(model):
             config = getattr(model, "config", self.base.config)
             cache = make_cache(config, width + max_new) if self.prealloc else DynamicCache(config=config)
             # the last position as an index tensor, not logits_to_keep=1: that slices a strided 3-D view into the
@@ -442,14 +490,19 @@ class HFGenerator:
                 if dev == "cpu":
                     release_freed_host_memory()
             next_pos = attn.sum(-1)  # position of the first new token of each row
+            self._record(len(prompt_ids), width, width)
             mode = self._decode_mode(cache, config)
-            step = None if mode == "dynamic" else StaticDecodeStep(model, cache, attn, width, graph=mode == "graph")
+            step = None
+            if mode != "dynamic":  # the lean step is built from this batch's weights (adapters merged)
+                step = StaticDecodeStep(model, cache, attn, width, graph=mode == "graph",
+                                        lean=LeanDecodeStep(model, one_token_attention) if mode == "lean" else None)
+            buffers = SamplerBuffers()
             row = torch.arange(n_rows, device=dev)  # original row of each batch row
             alive = torch.ones(n_rows, dtype=torch.bool, device=dev)
             n_alive, n_batch = n_rows, n_rows
             for t in range(max_new):
                 u = None if greedy else u_all[row, t]
-                nxt = sample_tokens(logits, u, sampling.temperature, sampling.top_p)
+                nxt = sample_tokens(logits, u, sampling.temperature, sampling.top_p, buffers)
                 if n_alive == n_batch:
                     tokens[row, t] = nxt
                 else:
@@ -473,6 +526,7 @@ class HFGenerator:
                             n_batch = n_alive
                             if step is not None:
                                 step.select(keep)
+                self._record(n_batch, 1, width + t + 1)
                 if step is not None:
                     logits = step(nxt, next_pos, width + t)
                 else:
@@ -486,8 +540,16 @@ class HFGenerator:
         return [r[:n_] for r, n_ in zip(tokens, lengths)]
 
 
+    def _record(self, rows: int, tokens: int, positions: int) -> None:
+        """Note a forward pass of `rows` rows of `tokens` new tokens over `positions` filled cache positions (its
+        matmuls' shapes: perf/probe_throughput.py times them alone for the bound of a run)."""
+        if self.shapes is not None:
+            self.shapes.append((rows, tokens, positions))
+
+
 class StaticDecodeStep:
-    """One decode step of fixed shapes over a preallocated cache, replayed from a CUDA graph when `graph`.
+    """One decode step of fixed shapes over a preallocated cache, replayed from a CUDA graph when `graph`, run by
+    `lean` (a LeanDecodeStep) instead of the model's forward when given.
 
     Inputs live in tensors the step owns (the tokens, their positions, the slot they are written at), and the
     attention mask covers the whole cache: the prompt's tokens (left padding masked) and each new token's slot
@@ -499,10 +561,10 @@ class StaticDecodeStep:
 
     failed_captures: set[str] = set()
 
-    def __init__(self, model, cache, attn, width: int, graph: bool):
+    def __init__(self, model, cache, attn, width: int, graph: bool, lean=None):
         import torch
 
-        self.torch, self.model, self.cache, self.graph_wanted = torch, model, cache, graph
+        self.torch, self.model, self.cache, self.graph_wanted, self.lean = torch, model, cache, graph, lean
         dev = attn.device
         capacity = cache.layers[0].capacity
         self.valid = torch.zeros((attn.shape[0], capacity), dtype=torch.bool, device=dev)
@@ -524,6 +586,8 @@ class StaticDecodeStep:
 
     def _forward(self):
         self.valid.index_fill_(1, self.slot, True)
+        if self.lean is not None:
+            return self.lean(self.ids[:, 0], self.pos[:, 0], self.cache, self.valid[:, None, None, :])
         return self.model(input_ids=self.ids, attention_mask=self.valid[:, None, None, :], position_ids=self.pos,
                           past_key_values=self.cache, use_cache=True).logits[:, -1, :]
 
