@@ -169,26 +169,82 @@ def dump(obj, path: Path) -> None:
     path.write_text(json.dumps(obj, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o)))
 
 
-def decode_step_bound(model, rows: int, seconds: float = 0.3) -> dict:
-    """The generation rate a decode step of `rows` rows could reach if only its matmuls took time: each of the
-    model's linear layers timed alone at its own shape (rows x in -> out, the weights' dtype, torch's current
-    threads), once per distinct shape and counted as often as the model holds it. A square matmul's rate
-    (matmul_bound) overstates what a decode step's skinny matmuls reach: that gap is the machine's, not the code's."""
+def _timed(fn, repeats: int = 3) -> float:
+    """Median seconds of fn() over `repeats` calls after one warm-up."""
     import time
-    from collections import Counter
+
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run_matmul_bound(model, shapes: list[tuple[int, int, int]]) -> dict:
+    """The seconds a generation's matmuls alone take at the shapes it ran, and nothing else: `shapes` is what
+    HFGenerator.shapes recorded, (rows, new tokens per row, filled cache positions) of every forward pass.
+
+    Each pass is charged its linear layers, timed as the model's own weights one after another at that pass's
+    rows x tokens (a weight is read from memory as in a real step, not from a cache warmed by timing it alone,
+    which at 16 rows understated a step's matmuls by a third), and, for a decode step, attention's two
+    products (scores, weighted values) over its filled positions in every layer, on keys and values packed at
+    exactly those positions (interpolated between the fewest and most positions at that row count). A prefill's
+    attention and everything that is not a matmul (norms, rotary, sampling, Python) are what the bound leaves out."""
+    from collections import defaultdict
 
     import torch
 
-    shapes = Counter((m.in_features, m.out_features, m.weight.dtype) for m in model.modules()
-                     if isinstance(m, torch.nn.Linear))
-    step, flops = 0.0, 0
-    for (d_in, d_out, dtype), count in shapes.items():
-        x, w = torch.randn(rows, d_in, dtype=dtype), torch.randn(d_out, d_in, dtype=dtype)
-        torch.nn.functional.linear(x, w)  # warm-up
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            torch.nn.functional.linear(x, w)
-            n += 1
-        step += count * (time.perf_counter() - t0) / n
-        flops += count * 2 * rows * d_in * d_out
-    return {"rows": rows, "step_ms": step * 1e3, "gflops": flops / step / 1e9, "bound_tokens_per_s": rows / step}
+    head = model.get_output_embeddings()
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not head]
+    config = model.config.get_text_config()
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    layers, dtype = config.num_hidden_layers, linears[0].weight.dtype
+
+    def linear_seconds(tokens: int, rows: int) -> float:
+        # the output layer at one position per row: a prefill keeps only the last position's logits
+        xs = {m.in_features: torch.randn(tokens, m.in_features, dtype=dtype) for m in linears}
+        last = torch.randn(rows, head.in_features, dtype=dtype)
+        return _timed(lambda: [torch.nn.functional.linear(xs[m.in_features], m.weight) for m in linears]
+                      + [torch.nn.functional.linear(last, head.weight)])
+
+    def attention_seconds(rows: int, positions: int) -> float:
+        # each layer's keys and values packed at exactly the filled positions: the products alone, no copy of a view
+        group, batch = heads // kv_heads, rows * kv_heads
+        keys = [torch.randn(batch, positions, head_dim, dtype=dtype) for _ in range(layers)]
+        values = [torch.randn(batch, positions, head_dim, dtype=dtype) for _ in range(layers)]
+        q = torch.randn(batch, head_dim, group, dtype=dtype)
+        p = torch.randn(batch, group, positions, dtype=dtype)
+
+        def run():
+            for k, v in zip(keys, values):
+                torch.bmm(k, q)
+                torch.bmm(p, v)
+
+        return _timed(run)
+
+    with torch.inference_mode():
+        linear = {(r, t): linear_seconds(r * t, r) for r, t in sorted({(r, t) for r, t, _ in shapes})}
+        by_rows = defaultdict(list)
+        for r, t, pos in shapes:
+            if t == 1:
+                by_rows[r].append(pos)
+        attention = {}
+        for r, ps in by_rows.items():
+            lo, hi = min(ps), max(ps)
+            a, b = attention_seconds(r, lo), attention_seconds(r, hi) if hi > lo else None
+            attention[r] = (lo, hi, a, b)
+
+    def attn(r: int, pos: int) -> float:
+        lo, hi, a, b = attention[r]
+        return a if b is None else a + (b - a) * (pos - lo) / (hi - lo)
+
+    prefill = sum(linear[r, t] for r, t, _ in shapes if t > 1)
+    decode_linear = sum(linear[r, t] for r, t, _ in shapes if t == 1)
+    decode_attention = sum(attn(r, pos) for r, t, pos in shapes if t == 1)
+    return {"passes": len(shapes), "decode_steps": sum(t == 1 for _, t, _ in shapes),
+            "prefill_linear_s": prefill, "decode_linear_s": decode_linear, "decode_attention_s": decode_attention,
+            "seconds": prefill + decode_linear + decode_attention}

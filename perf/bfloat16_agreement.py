@@ -8,6 +8,14 @@ error, how many examples change from never solved / always solved / mixed, and e
 With --compare attention, both arms run in bfloat16 and differ in the attention of a decode step: PyTorch's
 SDPA kernel against hardex's (hardex.generation.decode_attention), which a CPU's generation uses.
 
+With --compare decode, both arms run in bfloat16 and differ in the decode step: transformers' forward
+(decode="dynamic") against the lean step (hardex.generation.lean_step, a CPU's default). Without an adapter the
+two are the same to the bit; with --adapter (a trained run's LoRA checkpoint) the lean step decodes with the
+adapter merged into the weights, which is where they can differ:
+
+    python perf/bfloat16_agreement.py --config config.yaml --model results/models/smol --compare decode \
+        --adapter results/runs/smol/addition/full/seed0/checkpoints/checkpoint-8 --n-prompts 100 --k 8 --threads 1
+
 The prompts are rendered as the config's probe job renders them; sampling follows its probe section.
 """
 
@@ -29,8 +37,10 @@ def main() -> None:
     ap.add_argument("--n-prompts", type=int, default=64)
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--compare", choices=["dtype", "attention"], default="dtype",
-                    help="dtype: float32 against bfloat16; attention: SDPA at one query token against hardex's")
+    ap.add_argument("--compare", choices=["dtype", "attention", "decode"], default="dtype",
+                    help="dtype: float32 against bfloat16; attention: SDPA at one query token against hardex's; "
+                         "decode: transformers' forward against the lean step")
+    ap.add_argument("--adapter", help="a LoRA checkpoint folder both arms decode with (use_checkpoint)")
     args = ap.parse_args()
 
     import torch
@@ -44,11 +54,14 @@ def main() -> None:
     sampling = Sampling.from_config(cfg["probe"])
     keys = [r["id"] for r in rows]
     rates, speed = {}, {}
-    # (label, dtype, PyTorch's SDPA at one query token)
-    arms = ([("float32", "float32", False), ("bfloat16", "bfloat16", False)] if args.compare == "dtype"
-            else [("sdpa", "bfloat16", True), ("hardex", "bfloat16", False)])
-    for label, dtype, sdpa in arms:
-        gen = HFGenerator(args.model, dtype=dtype, progress=False)
+    # (label, dtype, PyTorch's SDPA at one query token, decode mode)
+    arms = {"dtype": [("float32", "float32", False, "dynamic"), ("bfloat16", "bfloat16", False, "dynamic")],
+            "attention": [("sdpa", "bfloat16", True, "dynamic"), ("hardex", "bfloat16", False, "dynamic")],
+            "decode": [("dynamic", "bfloat16", False, "dynamic"), ("lean", "bfloat16", False, "lean")]}[args.compare]
+    for label, dtype, sdpa, decode in arms:
+        gen = HFGenerator(args.model, dtype=dtype, progress=False, decode=decode)
+        if args.adapter:
+            gen.use_checkpoint(args.adapter)
         t0 = time.perf_counter()
         with sdpa_kept() if sdpa else contextlib.nullcontext():
             samples = gen.generate(prompts, args.k, sampling, seed=0, keys=keys)
@@ -56,7 +69,7 @@ def main() -> None:
         rates[label] = np.array([np.mean([task.is_correct(c, r["answer"], p) for c in cs])
                                  for cs, r, p in zip(samples, rows, prompts)])
         print(f"{label:9s}: mean pass rate {rates[label].mean():.3f}, {speed[label]:.0f} tokens/s", flush=True)
-    (a, before), (b, after) = ((label, rates[label]) for label, _, _ in arms)
+    (a, before), (b, after) = ((label, rates[label]) for label, *_ in arms)
     diff = after - before
     se = float(diff.std(ddof=1) / np.sqrt(len(diff)))
 
@@ -69,7 +82,7 @@ def main() -> None:
           f"(SE {se:.3f}, {abs(diff.mean()) / se if se else 0:.1f} SE)")
     print(f"examples changing class (never / mixed / always solved): {moved} of {len(rows)}")
     print(f"speed: {b} {speed[b] / speed[a]:.2f}x {a}'s tokens/s")
-    name = "bfloat16_agreement" if args.compare == "dtype" else "attention_agreement"
+    name = {"dtype": "bfloat16", "attention": "attention", "decode": "decode"}[args.compare] + "_agreement"
     dump({"args": vars(args), a: before.tolist(), b: after.tolist(), "difference": float(diff.mean()),
           "se": se, "class_changes": moved, "tokens_per_s": speed, "machine": machine()},
          OUT / f"{name}_{Path(args.config).stem}.json")

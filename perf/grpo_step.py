@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import copy
 import tempfile
-from functools import partial
 import time
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def main() -> None:
     ap.add_argument("--precisions", default="auto",
                     help="grpo.precision values to time side by side, comma-separated (e.g. fp32,auto)")
     ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm]; "
-                                                     "hardex-dynamic: hardex's without the fixed-shape decode step; "
+                                                     "hardex-dynamic: hardex's decoding by transformers' forward (generation.decode: dynamic); "
                                                      "hardex-unshared: with TRL's log-probabilities; "
                                                      "hardex-sdpa: decoding with PyTorch's SDPA at one token)")
     args = ap.parse_args()
@@ -59,7 +58,6 @@ def main() -> None:
     from hardex import training
     from hardex.controls import task_reward
     from hardex.generation.decode_attention import sdpa_kept
-    from hardex.generation.hf import HFGenerator
     from hardex.shared_prefix import shared_prompt_logps
     from hardex.settings import grpo_settings
     from hardex.training import train_grpo, training_precision
@@ -104,9 +102,9 @@ def main() -> None:
         for mode in modes:
             run_cfg = copy.deepcopy(cfg)
             rollout, _, precision = mode.partition("/")
-            # hardex-dynamic: hardex's rollouts decoding without the fixed-shape (on a GPU, CUDA-graph) step
-            training.HFGenerator = (partial(HFGenerator, decode="dynamic") if rollout == "hardex-dynamic"
-                                    else HFGenerator)
+            # hardex-dynamic: hardex's rollouts decoding by transformers' forward at every step (generation.decode:
+            # dynamic), without the fixed-shape step (a GPU's CUDA graph, a CPU's lean step and merged adapters)
+            run_cfg["generation"]["decode"] = "dynamic" if rollout == "hardex-dynamic" else "auto"
             rollout = rollout.removesuffix("-dynamic")
             # hardex-sdpa: PyTorch's SDPA kernel at one query token instead of hardex.generation.decode_attention
             attention = sdpa_kept() if rollout.endswith("-sdpa") else contextlib.nullcontext()

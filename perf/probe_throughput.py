@@ -27,6 +27,10 @@ the dynamic one:
     python perf/probe_throughput.py --model M --device cuda --dtype bfloat16 --decode graph,static,dynamic
 A mode ending in "-sdpa" decodes with PyTorch's SDPA kernel at one query token instead of hardex's attention
 there (hardex.generation.decode_attention), e.g. on a CPU: --decode dynamic,dynamic-sdpa
+On a CPU the run ends with the bound of its own matmuls at the shapes it ran (_common.run_matmul_bound) and each
+mode's share of it; the CPU's default (the lean step) beside transformers' forward, SmolLM2 at one thread:
+    python perf/probe_throughput.py --model results/models/smol --config experiments/real_model_cpu.yaml \
+        --dtype bfloat16 --n-prompts 16 --k 8 --max-new-tokens 48 --temperature 0.7 --threads 1 --decode auto,dynamic
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (OUT, built_model, config_pool, decode_step_bound, dump, machine, matmul_bound,  # noqa: E402
-                     median, pool)
+from _common import (OUT, built_model, config_pool, dump, machine, matmul_bound, median, pool,  # noqa: E402
+                     run_matmul_bound)
 
 
 def synthetic_tokenizer(vocab_size: int):
@@ -173,7 +177,7 @@ def main(argv=None):
     ap.add_argument("--drop-fraction", type=float, default=0.25)
     ap.add_argument("--decode", default="auto",
                     help="HFGenerator decode modes, comma-separated: the first is 'hardex', the others are timed "
-                         "and compared with it (auto, graph, static, dynamic)")
+                         "and compared with it (auto, graph, static, dynamic, lean)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default)")
     ap.add_argument("--vllm", action="store_true", help="also hardex's vLLM backend (needs a --model path)")
     ap.add_argument("--json", default=str(OUT / "probe_throughput.json"))
@@ -227,13 +231,6 @@ def main(argv=None):
     for name, b in {dtype_name: bound, "float32": bound_f32}.items():  # one line when they are the same
         print(f"{name} matmul: {b['matmul_gflops']:.0f} GFLOP/s, bounding generation near "
               f"{b['bound_tokens_per_s']:.0f} tokens/s for {n_params / 1e6:.1f}M parameters", flush=True)
-    # what the decode step's own matmuls reach, at the first batch's rows (all prompts x k, under the token budget)
-    rows = min(len(prompts), args.max_batch_prompts) * args.k
-    shape_bound = decode_step_bound(model, rows) if str(device) == "cpu" else None
-    if shape_bound:
-        print(f"decode-shape matmuls: {shape_bound['gflops']:.0f} GFLOP/s at {shape_bound['rows']} rows "
-              f"({shape_bound['step_ms']:.1f} ms a step), bounding generation near "
-              f"{shape_bound['bound_tokens_per_s']:.0f} tokens/s", flush=True)
     decodes = args.decode.split(",")
 
     def generator(decode: str):
@@ -303,11 +300,21 @@ def main(argv=None):
     print(f"ratio     {ours_tps / base_tps:.2f}x")
     print(f"bound     {bound['bound_tokens_per_s']:10.1f} tokens/s ({dtype_name} matmul {bound['matmul_gflops']:.0f} GFLOP/s): "
           f"hardex at {ours_tps / bound['bound_tokens_per_s']:.0%} of it (target 60 %)")
-    if shape_bound:
-        summary["decode_shape_bound"] = shape_bound
-        print(f"shape bound {shape_bound['bound_tokens_per_s']:8.1f} tokens/s (the decode step's own matmuls at "
-              f"{shape_bound['rows']} rows, {shape_bound['gflops']:.0f} GFLOP/s): hardex at "
-              f"{ours_tps / shape_bound['bound_tokens_per_s']:.0%} of it")
+    if str(device) == "cpu":  # the run's own matmuls at the shapes it ran, timed alone (_common.run_matmul_bound)
+        gen.shapes = []
+        n_tok = run_backend(gen, prompts, args.k, args, sync)
+        own = run_matmul_bound(model, gen.shapes)
+        gen.shapes = None
+        own["bound_tokens_per_s"] = n_tok / own["seconds"]
+        summary["own_matmul_bound"] = own
+        print(f"own bound {own['bound_tokens_per_s']:10.1f} tokens/s: its own matmuls at the shapes it ran "
+              f"({own['passes']} forward passes, {own['decode_steps']} of them decode steps), alone: "
+              f"{own['decode_linear_s']:.2f} s of decode-step linear layers, {own['decode_attention_s']:.2f} s of "
+              f"attention products, {own['prefill_linear_s']:.2f} s of prefill linear layers, for {n_tok} tokens")
+        for name in runs:
+            if name != "baseline" and name != "vllm":
+                tps = median([x["tokens_per_s"] for x in runs[name]])
+                print(f"          {name}: {tps:.1f} tokens/s, {tps / own['bound_tokens_per_s']:.0%} of that bound")
     for d in decodes[1:]:  # the other decode modes: speed, and how many completions they share with the first
         from hardex.generation import Sampling
 
