@@ -113,10 +113,11 @@ class SamplerBuffers:
     def __init__(self):
         self._a = self._b = None
 
-    def take(self, like, rows: int):
+    def take(self, like):
+        """Two float32 arrays shaped as `like` (rows, vocabulary), views of the ones held where they fit."""
         import torch
 
-        vocab = like.shape[-1]
+        rows, vocab = like.shape
         if self._a is None or self._a.shape[0] < rows or self._a.shape[1] != vocab or self._a.device != like.device:
             self._a = torch.empty((rows, vocab), dtype=torch.float32, device=like.device)
             self._b = torch.empty_like(self._a)
@@ -129,7 +130,7 @@ def _sample_rows(logits, u, temperature: float, top_p: float, buffers: SamplerBu
     if buffers is None:
         scaled, probs = logits.to(torch.float32, copy=True), None
     else:
-        scaled, probs = buffers.take(logits, logits.shape[0])
+        scaled, probs = buffers.take(logits)
         scaled.copy_(logits)
     # divided in place: one float32 copy of the rows' logits instead of two (the same quotients)
     probs = torch.softmax(scaled.div_(temperature), dim=-1, out=probs)
@@ -538,7 +539,6 @@ class HFGenerator:
         self.tokens_generated += int(sum(lengths))
         tokens = tokens.tolist()
         return [r[:n_] for r, n_ in zip(tokens, lengths)]
-
 
     def _record(self, rows: int, tokens: int, positions: int) -> None:
         """Note a forward pass of `rows` rows of `tokens` new tokens over `positions` filled cache positions (its

@@ -60,6 +60,11 @@ def _has_active_adapter(proj) -> bool:
     return any(a in getattr(proj, "lora_A", {}) for a in proj.active_adapters)
 
 
+def _unmergeable(proj) -> bool:
+    return not hasattr(proj, "get_delta_weight") or any(
+        getattr(proj, "use_dora", {}).get(a, False) for a in proj.active_adapters)
+
+
 def has_active_adapters(model) -> bool:
     """Whether any layer of `model` adds an adapter's output now (a PeftModel with its adapters enabled)."""
     return hasattr(model, "peft_config") and any(_has_active_adapter(m) for m in model.modules())
@@ -101,11 +106,6 @@ def adapters_merged(model):
             layer.weight = weight
 
 
-def _unmergeable(proj) -> bool:
-    return not hasattr(proj, "get_delta_weight") or any(
-        getattr(proj, "use_dora", {}).get(a, False) for a in proj.active_adapters)
-
-
 def _rms(x, weight, eps: float):
     # transformers' LlamaRMSNorm (and Mistral's, Qwen2's, Qwen3's), operation for operation: the same bits
     import torch
@@ -117,9 +117,10 @@ def _rms(x, weight, eps: float):
 
 
 def _rotate(x, cos, sin):
-    half = x.shape[-1] // 2
+    # transformers' apply_rotary_pos_emb with its rotate_half, for one of q or k
     import torch
 
+    half = x.shape[-1] // 2
     return x * cos + torch.cat((-x[..., half:], x[..., :half]), dim=-1) * sin
 
 
