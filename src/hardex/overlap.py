@@ -53,9 +53,10 @@ class OverlapError(ValueError):
 
 
 def normalized(question: str) -> str:
-    """Case, spacing and punctuation ignored; operators kept as words ('3 + 4' is not '3 * 4')."""
-    text = re.sub(r"([+*×·/÷^=<>])|(?:(?<=[\s\d])|^)[-−](?=[\s\d])", lambda m: f" {_SYMBOL_WORD[_SYMBOL_OPERATOR.get(m[0], m[0])]} ",
-                  question.casefold())
+    """Case, spacing and punctuation ignored; operators kept as words ('3 + 4' is not '3 * 4'). A dash is a
+    minus sign unless it joins two letters (a hyphenated word): '-( 3 - 0 )' is not '3 - 0', nor '4 - (-8)' '4 - 8'."""
+    text = re.sub(r"([+*×·/÷^=<>])|(?<![^\W\d_])[-−]|[-−](?![^\W\d_])",
+                  lambda m: f" {_SYMBOL_WORD[_SYMBOL_OPERATOR.get(m[0], m[0])]} ", question.casefold())
     return re.sub(r"[\W_]+", " ", text).strip()
 
 

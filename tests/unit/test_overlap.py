@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import polars as pl
 import pytest
 
-from hardex.overlap import NGRAM, OverlapError, check_task, numbers_signature, overlap
+from hardex.overlap import NGRAM, OverlapError, check_task, normalized, numbers_signature, overlap
 from hardex.report.loading import load_overlaps
 from hardex.tasks import get_task
 from tests.support import ROOT
@@ -39,6 +39,12 @@ def test_a_reversed_operand_twin_is_the_same_problem_for_the_family_and_a_near_d
     assert numbers_signature("Add 4 to 3.") == numbers_signature("What is 3 + 4?") != numbers_signature("3 * 4")
     assert numbers_signature("Start with 5. Double it.") is None  # one number says too little
     assert overlap(frame("What is 3 + 4?"), frame("What is 3 * 4?", "what is 3+4"))["normalized"] == 1  # operators kept
+    # a minus sign before a bracket or after one is a sign, not punctuation: basic_arithmetic's '-( 3 - 0 )'
+    # (-3) was once read as the pool's '3 - 0', '4 - (-8)' as '4 - 8'; brackets alone do not make another problem
+    signs = overlap(frame("Calculate 3 - 0.", "Calculate 4 - 8.", "Calculate 4 - -8."),
+                    frame("Calculate -( 3 - 0 ).", "Calculate 4 - (-8).", "Calculate ( 4 - -8 ).", "A well-known sum"))
+    assert (signs["normalized"], signs["examples"]) == (2, ["Calculate 4 - (-8).", "Calculate ( 4 - -8 )."])
+    assert normalized("A well-known e-mail") == "a well known e mail"  # a hyphen joining letters is not a minus
 
 
 def test_a_reversed_twin_across_real_addition_splits_stops_the_task_and_the_new_splits_have_none():

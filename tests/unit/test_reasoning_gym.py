@@ -13,6 +13,7 @@ import pytest
 from hardex import job
 from hardex.config import ConfigError, check_config
 from hardex.controls import run_reward
+from hardex.overlap import overlap
 from hardex.settings import split_spec
 from hardex.tasks import get_task
 from hardex.tasks import reasoning_gym as rgt
@@ -124,6 +125,17 @@ def test_splits_are_disjoint_by_problem_whatever_the_wording_and_seed():
     again = rgt.generate_split({"name": "pool", "n": 150, "seed": 7, "task": "basic_arithmetic",
                                 "dataset_config": config})
     assert again["question"].to_list() == made["pool"]["question"].to_list()  # seeded: the same rows every time
+def test_bracketed_twins_of_one_expression_share_a_split_and_pass_the_data_check():
+    # basic_arithmetic writes '( 4 - -8 )' beside '4 - -8' and '-( 6 + -6 )' beside '-6 + -6'; the overlap check's
+    # normalized text drops brackets, so twins in different splits stopped every test split of level 0 it was given
+    meta = lambda e: {"expression": e}  # noqa: E731
+    key = lambda e: rgt.problem_key("basic_arithmetic", f"Calculate {e}.", meta(e))  # noqa: E731
+    assert key("( 4 - -8 )") == key("4 - -8") != key("4 - 8")
+    spec = lambda name, n, seed: {"name": name, "n": n, "seed": seed, "task": "basic_arithmetic", "tiers": [0]}  # noqa: E731
+    pool = rgt.generate_split(spec("pool", 100, 1))
+    for seed in (2, 3):
+        test = rgt.generate_split(spec("test", 50, seed))
+        assert overlap(pool, test)["overlap"] == 0, seed
 
 
 @pytest.mark.parametrize("task", SCORED_TASKS)
