@@ -54,17 +54,19 @@ def test_the_audit_numbers_are_what_sharpening_predicts():
     assert null_beyond(A, B, math.inf, 16, 4) == 0.0  # a model that never answers right solves nothing new
 
 
-def _simulated(seeds, n_questions=400, base_k=64, n=8, new_share=0.0, gamma=GAMMA) -> loading.Results:
+def _simulated(seeds, n_questions=400, base_k=64, n=8, new_share=0.0, gamma=GAMMA, questions=0) -> loading.Results:
     """Counts from p ~ Beta(A, B), the trained rate p^gamma; new_share of the questions have base p = 0
-    exactly and trained p = 0.6 (solving that no sharpening of the base reaches)."""
+    exactly and trained p = 0.6 (solving that no sharpening of the base reaches). The questions (their p) are
+    the test set's, drawn once from `questions`; each seed samples the base and its run afresh."""
     base, runs = [], []
+    rng = np.random.default_rng(1000 + questions)
+    p = rng.beta(A, B, n_questions)
+    new = rng.random(n_questions) < new_share
+    p[new] = 0.0
+    trained = np.where(new, 0.6, p**gamma)
+    ids = [f"q{i:03d}" for i in range(n_questions)]
     for seed in seeds:
         rng = np.random.default_rng(seed)
-        p = rng.beta(A, B, n_questions)
-        new = rng.random(n_questions) < new_share
-        p[new] = 0.0
-        trained = np.where(new, 0.6, p**gamma)
-        ids = [f"q{i:03d}" for i in range(n_questions)]
         base.append(pl.DataFrame({"model": "m", "task": "t", "benchmark": "b", "seed": seed, "id": ids,
                                   "tier": None, "n": base_k, "n_correct": rng.binomial(base_k, p)}))
         runs.append(pl.DataFrame({"model": "m", "task": "t", "strategy": "hard", "seed": seed, "step": 4,
@@ -105,6 +107,20 @@ def test_new_solving_beyond_what_sharpening_reaches():
     three = pass_at_k_table(_simulated([1, 2, 3], new_share=0.25, gamma=0.7)).filter(
         pl.col("strategy") == "hard").row(0, named=True)
     assert three["verdict"] == "beyond sharpening"
+
+
+def test_the_null_pools_every_seeds_base_samples_and_separates_what_one_seeds_eight_cannot():
+    # the map's shape: 100 test questions, 8 base samples a seed over 8 seeds, 2 samples a checkpoint; 15 % of
+    # the questions newly solvable. With each seed's own 8 base samples (the null before pooling) this draw
+    # read "not separated" (difference +2.3, interval from -1.5); pooled over the 64 it is beyond sharpening
+    new = pass_at_k_table(_simulated(range(8), n_questions=100, base_k=8, n=2, new_share=0.15, gamma=0.7))
+    base, hard = (new.filter(pl.col("strategy") == s).row(0, named=True) for s in ("base", "hard"))
+    assert base["n_samples"] == base["base_samples"] == hard["base_samples"] == 64
+    assert hard["verdict"] == "beyond sharpening" and hard["beyond_sharpening_ci_low"] > 2
+    # and exact sharpening of the same shape stays not separated, in each of four test sets
+    for questions in range(4):
+        null = pass_at_k_table(_simulated(range(8), n_questions=100, base_k=8, n=2, gamma=0.7, questions=questions))
+        assert null.filter(pl.col("strategy") == "hard")["verdict"].to_list() == ["not separated from sharpening"]
 
 
 def test_no_null_without_a_base_sample_spread():

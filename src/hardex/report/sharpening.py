@@ -7,14 +7,20 @@ in its n samples that the base never solved in its K (`evaluation.base_pass_k`).
 under sharpening alone: a question with a small nonzero pass rate often shows 0 of K, and a policy that
 only sharpens (p -> f(p), f(0) = 0) then solves it. So the table compares it with what sharpening predicts.
 
+The base model's samples of a question are pooled over every seed's base evaluation (the questions are the
+same, only the sampling noise differs): K is all of them (16 seeds of 8 samples: 128), so "never solved by
+the base" means never in K, and the null is fitted to the pooled counts. With a seed's own 8 samples, many
+questions of small pass rate show 0 of 8, the null predicts them "beyond the base", and it cannot separate
+what 128 samples would.
+
 The sharpening null, per model x task x strategy x seed:
-- the base model's per-question pass rate p ~ Beta(a, b), fitted to that seed's base counts (n, n_correct)
+- the base model's per-question pass rate p ~ Beta(a, b), fitted to the pooled base counts (n, n_correct)
   by beta-binomial maximum likelihood (`hardex.posterior.fit_prior`);
 - the trained model's pass rate is p^gamma, with gamma > 0 chosen so that the null's pass@1, E[p^gamma] =
   B(a + gamma, b) / B(a, b), equals the final checkpoint's observed pass@1 (`fit_gamma`);
 - it then predicts the final checkpoint's pass@k, E[1 - (1 - p^gamma)^k] (`null_pass_at_k`), and the share
   of questions beyond the base, E[(1 - p)^K (1 - (1 - p^gamma)^n)] with that seed's K and n
-  (`null_beyond`), both by numeric integration over the Beta (`beta_expect`).
+  (`null_beyond`), both by numeric integration over the Beta (`beta_expect`); K the pooled base samples.
 `beyond_sharpening` is observed minus predicted: a t-interval over the per-seed differences with several
 seeds, a percentile bootstrap over test questions (Beta and gamma refitted on each resample) with one.
 On counts simulated from a Beta and sharpened exactly the interval covers 0; the test errs toward the null:
@@ -206,45 +212,51 @@ def _null_columns(fits: list[NullFit], paired: list[pl.DataFrame], ks: list[int]
     return cols
 
 
+def pooled_base(base: pl.DataFrame) -> pl.DataFrame:
+    """One row per question: the samples and right ones of every seed's base evaluation summed (n,
+    n_correct), greedy_correct the first seed's where stored (a greedy answer does not depend on the seed)."""
+    aggs = [pl.col("n").sum(), pl.col("n_correct").sum()]
+    if "greedy_correct" in base.columns:
+        aggs.append(pl.col("greedy_correct").first())
+    return base.sort("seed", nulls_last=True).group_by("id", maintain_order=True).agg(aggs)
+
+
 def pass_at_k_table(res: Results, level: float = 0.95, n_boot: int = NULL_BOOTSTRAP, seed: int = 0) -> pl.DataFrame:
     """Per model x task, on the task's first benchmark: the base model's row (strategy "base") and each
     strategy's final checkpoint: n_samples per question, greedy accuracy (%, where stored), pass@k (%) for
     k = 1, 2, 4, ... up to the base's samples (a strategy's columns beyond its own samples are empty), and
     beyond_base_pct: the % of questions the final checkpoint solves in at least one of its samples that the
-    base never solved in all of its own (of the same run seed). Beside it the sharpening null (see the module
+    base never solved in any of its samples, pooled over every seed's base evaluation (base_samples of them). Beside it the sharpening null (see the module
     docstring): its predicted beyond_base_pct, beyond_sharpening (observed minus predicted) with its `level`
     interval (t over seeds; with one seed a bootstrap over questions, `n_boot` resamples from `seed`) and
     verdict, the fitted gamma and base Beta(a, b), and null_pass@k, its predicted pass@k (on the base row: the
-    fitted Beta's own, a check of the fit). Means over seeds; the base is evaluated once per run seed, each
-    with its own samples."""
+    fitted Beta's own, a check of the fit). Means over seeds."""
     rows = []
     for (model, task), base_all in res.base.group_by(["model", "task"], maintain_order=True):
         bench = res.in_distribution(task)
         base_all = base_all.filter(pl.col("benchmark") == bench)
         if base_all.height == 0:
             continue
-        ks = k_values(int(base_all["n"].min()))
         base_seeds = [g for _, g in base_all.group_by("seed", maintain_order=True)]
-        per_seed = [_pass_row(g, ks) for g in base_seeds]
-        fits = [fit_prior(g["n"], g["n_correct"]) for g in base_seeds
-                if g.height >= MIN_FIT_EXAMPLES and g["n"].min() >= 2]  # as sharpening_null
+        base = pooled_base(base_all)  # every seed's samples of each question (module docstring)
+        ks = k_values(int(base["n"].min()))
+        fits = [fit_prior(base["n"], base["n_correct"])] if base.height >= MIN_FIT_EXAMPLES and \
+            base["n"].min() >= 2 else []  # as sharpening_null
         rows.append({"model": model, "task": task, "benchmark": bench, "strategy": "base",
-                     "n_seeds": len(base_seeds), "step": 0, "n_samples": int(base_all["n"].min()),
-                     "greedy": _mean([_greedy(g) for g in base_seeds]),
-                     **{c: _mean([r[c] for r in per_seed]) for c in per_seed[0]}, "beyond_base_pct": None,
+                     "n_seeds": len(base_seeds), "step": 0, "n_samples": int(base["n"].min()),
+                     "base_samples": int(base["n"].min()), "greedy": _mean([_greedy(g) for g in base_seeds]),
+                     **_pass_row(base, ks), "beyond_base_pct": None,
                      "base_a": _mean([a for a, _, _ in fits]), "base_b": _mean([b for _, b, _ in fits]),
                      **{f"null_pass@{k}": _mean([100 * null_pass_at_k(a, b, 1.0, k) for a, b, _ in fits])
                         for k in ks}})
         runs = res.runs.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
         for (strategy,), grp in runs.group_by(["strategy"], maintain_order=True):
             finals, beyond, paired, null_fits = [], [], [], []
-            for (run_seed,), run in grp.group_by(["seed"], maintain_order=True):
+            for _, run in grp.group_by(["seed"], maintain_order=True):
                 final = run.filter(pl.col("step") == run["step"].max())
                 if int(final["step"][0]) == 0:
                     continue
                 finals.append(final)
-                base = base_all.filter(pl.col("seed") == run_seed)
-                base = base if base.height else base_seeds[0]  # a base file from before seeds were kept
                 # sorted by id: a bootstrap resamples positions, so the order must not depend on the join's
                 j = final.select("id", pl.col("n").alias("fn"), pl.col("n_correct").alias("fc")).join(
                     base.select("id", pl.col("n").alias("bn"), pl.col("n_correct").alias("bc")),
@@ -260,7 +272,8 @@ def pass_at_k_table(res: Results, level: float = 0.95, n_boot: int = NULL_BOOTST
             n_min = min(int(f["n"].min()) for f in finals)
             rows.append({"model": model, "task": task, "benchmark": bench, "strategy": strategy,
                          "n_seeds": len(finals), "step": max(int(f["step"][0]) for f in finals),
-                         "n_samples": n_min, "greedy": _mean([_greedy(f) for f in finals]),
+                         "n_samples": n_min, "base_samples": int(base["n"].min()),
+                         "greedy": _mean([_greedy(f) for f in finals]),
                          **{c: _mean([r[c] for r in per_seed]) for c in per_seed[0]},
                          "beyond_base_pct": _mean(beyond),
                          **_null_columns(null_fits, paired, ks, n_min, level, n_boot, seed)})
@@ -273,7 +286,7 @@ def pass_at_k_table(res: Results, level: float = 0.95, n_boot: int = NULL_BOOTST
     df = df.with_columns([pl.lit(None, dtype=pl.Float64).alias(c) for c in floats if c not in df.columns]
                          + [pl.lit(None, dtype=pl.Utf8).alias(c) for c in ("interval", "verdict")
                             if c not in df.columns])
-    cols = ["model", "task", "benchmark", "strategy", "n_seeds", "step", "n_samples", "greedy",
+    cols = ["model", "task", "benchmark", "strategy", "n_seeds", "step", "n_samples", "base_samples", "greedy",
             *[f"pass@{k}" for k in ks], "beyond_base_pct", "predicted_beyond_base_pct", "beyond_sharpening",
             "beyond_sharpening_ci_low", "beyond_sharpening_ci_high", "interval", "verdict", "gamma", "base_a",
             "base_b", *[f"null_pass@{k}" for k in ks]]
@@ -294,13 +307,13 @@ def pass_at_k_note(level: float = 0.95, n_boot: int = NULL_BOOTSTRAP) -> str:
     return (
         "On each task's first benchmark: pass@k in % (unbiased estimator, mean over questions, then over seeds) of "
         "the base model, with k = 1, 2, 4, ... up to its samples per question (n_samples: evaluation.base_pass_k "
-        "where set), and of each strategy's final checkpoint with its own samples (columns beyond them empty). "
+        "where set, times its seeds' evaluations: they are pooled, base_samples), and of each strategy's final checkpoint with its own samples (columns beyond them empty). "
         "greedy: accuracy in % of one greedy completion per question (evaluation.greedy; empty without it). "
         "beyond_base_pct: % of questions the final checkpoint solves at least once in its n_samples that the base "
-        "never solved in its own (same run seed). Sharpening alone does not leave this near 0: a question with a "
+        "never solved in any of its base_samples (every seed's base evaluation of the question pooled). Sharpening alone does not leave this near 0: a question with a "
         "small pass rate often shows 0 of the base's samples, and a sharpened policy then solves it. So beside it "
         "stands a sharpening null, per seed: the base's pass rate p ~ Beta(base_a, base_b), fitted to the base's "
-        "own per-question counts (beta-binomial maximum likelihood), and the trained model's pass rate p^gamma, "
+        "pooled per-question counts (beta-binomial maximum likelihood), and the trained model's pass rate p^gamma, "
         "gamma chosen so that the null's pass@1, E[p^gamma], equals the checkpoint's observed pass@1. "
         "predicted_beyond_base_pct: the null's E[(1 - p)^K (1 - (1 - p^gamma)^n)] in %, K and n the base's and the "
         "checkpoint's samples; beyond_sharpening: observed minus predicted, in points, with its "
