@@ -46,6 +46,7 @@ rule report_tables:
         provenance=PROVENANCE,
         banner=BANNER,
         rescoring=RESCORING,
+        metrics=REPORT["metrics"],
     script:
         "../scripts/report_tables.py"
 

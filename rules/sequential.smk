@@ -25,6 +25,7 @@ checkpoint sequential_look:
         margin=REPORT["equivalence_margin"],
         benchmarks=BENCHMARKS,
         pass_k=PASS_K,
+        metrics=REPORT["metrics"],  # the first decides
     script:
         "../scripts/sequential_look.py"
 

@@ -21,7 +21,7 @@ with job_log(snakemake) as log:
                               p.rescoring["families"], p.rescoring["scorings"])
     tables = build_tables(res, probes, subsets, p.stats["ci_level"], p.stats["iterations"], p.stats["seed"],
                           load_reference(p.reference), p.names, p.generations, load_overlaps(i.overlaps),
-                          p.equivalence_margin, (rescored, RESCORED_NOTE), power=p.power)
+                          p.equivalence_margin, (rescored, RESCORED_NOTE), power=p.power, metrics=p.metrics)
     out_dir = {Path(f).stem: Path(f).parent for f in snakemake.output}
     for name, (df, note) in tables.items():
         write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals, banner=p.banner)

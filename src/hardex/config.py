@@ -255,12 +255,19 @@ def _cross_checks(cfg: dict) -> None:
 
 def _check_greedy_and_base_pass_k(cfg: dict) -> None:
     """evaluation.greedy adds a greedy sample beside sampled ones; evaluation.base_pass_k samples the base
-    model K times on each task's first benchmark: neither can apply to a decoding that is already greedy."""
+    model K times on each task's first benchmark: neither can apply to a decoding that is already greedy.
+    report.metrics is completed here (its default follows evaluation.greedy) and its greedy needs it."""
     ev, decoding = cfg["evaluation"], decodings(cfg)
     for ref, dec in decoding.items():
         if ev["greedy"] and dec["temperature"] == 0:
             raise ConfigError(f"evaluation.greedy: benchmark {ref} is already decoded greedily (temperature 0); "
                               f"set evaluation.greedy: false or sample it")
+    metrics = cfg["report"]["metrics"]
+    if metrics is None:  # report.metrics' default: every metric the evaluations record
+        cfg["report"]["metrics"] = ["sampled"] + (["greedy"] if ev["greedy"] else [])
+    elif "greedy" in metrics and not ev["greedy"]:
+        raise ConfigError("report.metrics: greedy needs a greedy answer per question; set evaluation.greedy: true "
+                          "or leave greedy out")
     k = ev["base_pass_k"]
     if k is None:
         return

@@ -29,7 +29,7 @@ COLUMNS = ["model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_
 TEXT = ("model", "task", "strategy", "interval", "control", "behind_best_verdict", "verdict")
 
 
-def _sign(low: float | None, high: float | None) -> int:
+def interval_sign(low: float | None, high: float | None) -> int:
     """+1 / -1 where the interval lies above / below zero, 0 where it reaches zero or is missing."""
     if low is None or high is None or low != low or high != high:
         return 0
@@ -60,7 +60,7 @@ def pick_control(row: dict) -> str | None:
 
 def verdict(row: dict) -> str:
     """A row's finding in words, from its intervals; one seed says so."""
-    gain = _sign(row["gain_ci_low"], row["gain_ci_high"])
+    gain = interval_sign(row["gain_ci_low"], row["gain_ci_high"])
     if row["n_seeds"] == 1:
         words = {1: f"{ONE_SEED}: gain over these questions, not across training runs", 0: f"{ONE_SEED}: gain not shown",
                  -1: f"{ONE_SEED}: loss over these questions, not across training runs"}[gain]
@@ -73,7 +73,7 @@ def verdict(row: dict) -> str:
         return "gains; form not separated (no control run)"
     if _untrained(row):
         return f"gains; {_untrained(row)}: beyond form not shown"
-    beyond = _sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"])
+    beyond = interval_sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"])
     return {1: "gains beyond form", 0: "gains; beyond form not shown",
             -1: "gains less than its control"}[beyond]
 
@@ -161,7 +161,7 @@ def _beyond(row: dict) -> str:
     elif row["n_seeds"] == 1:
         finding = f"{ONE_SEED}: over these questions only"
     else:
-        finding = "shown" if _sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"]) > 0 else "not shown"
+        finding = "shown" if interval_sign(row["beyond_form_ci_low"], row["beyond_form_ci_high"]) > 0 else "not shown"
     return (f", {_pm(row['beyond_form'], row['beyond_form_ci_low'], row['beyond_form_ci_high'])} beyond its "
             f"control {row['control']} ({finding})")
 
@@ -171,7 +171,7 @@ def _sentence(model: str, task: str, best: str, rows: list[dict]) -> str:
     correction; then every other strategy that ran with a control, beyond it."""
     top = next(r for r in rows if r["strategy"] == best)
     text = f"{model} on {task}: {best} gained most, {_pm(top['gain'], top['gain_ci_low'], top['gain_ci_high'])} points"
-    if _sign(top["gain_ci_low"], top["gain_ci_high"]) <= 0:
+    if interval_sign(top["gain_ci_low"], top["gain_ci_high"]) <= 0:
         text += f" (not shown above zero{', ' + ONE_SEED if top['n_seeds'] == 1 else ''})"
     elif top["n_seeds"] == 1:
         text += f" ({ONE_SEED}: over these questions, not across training runs)"

@@ -16,6 +16,14 @@ from hardex.report import AnalysisError
 
 OUTCOME_COLUMNS = ["step", "benchmark", "id", "tier", "n", "n_correct"]
 
+#: the metrics a verdict can be computed in (`report.metrics`, the first deciding a sequential design): the
+#: same accuracy tables over other outcomes of the same completions
+METRICS = {
+    "sampled": "sampled accuracy: the share of right answers among each question's evaluation samples "
+               "(evaluation.decoding)",
+    "greedy": "greedy accuracy: one greedy answer per question (evaluation.greedy)",
+}
+
 
 def _keys(template: str, path: str | Path) -> dict[str, Any]:
     try:
@@ -45,6 +53,22 @@ class Results:
     steps: pl.DataFrame
     benchmarks: dict[str, list[str]]
     pass_k: dict[str, list[int]] = field(default_factory=dict)
+
+    def in_metric(self, metric: str) -> "Results":
+        """These results in one of METRICS: sampled as evaluated; greedy with each question's greedy answer as
+        its one sample (n 1, n_correct greedy_correct), so every accuracy table reads greedy accuracy."""
+        if metric == "sampled":
+            return self
+        if metric != "greedy":
+            raise AnalysisError(f"report.metrics: unknown metric {metric!r} (known: {', '.join(METRICS)})")
+        frames = []
+        for name, df in (("runs", self.runs), ("base", self.base)):
+            if "greedy_correct" not in df.columns or df["greedy_correct"].null_count():
+                raise AnalysisError(f"report.metrics: greedy needs a greedy answer for every question; the {name} "
+                                    "evaluations lack some: evaluate with evaluation.greedy: true")
+            frames.append(df.with_columns(pl.lit(1, dtype=df["n"].dtype).alias("n"),
+                                          pl.col("greedy_correct").cast(df["n_correct"].dtype).alias("n_correct")))
+        return Results(frames[0], frames[1], self.steps, self.benchmarks, {b: [1] for b in self.pass_k})
 
     def in_distribution(self, task: str) -> str:
         return self.benchmarks[task][0]

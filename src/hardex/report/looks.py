@@ -71,6 +71,17 @@ def look(summary: pl.DataFrame, design: Design, deciding: Sequence[tuple[str, st
                                                                             for r in t.values()) else []}
 
 
+def look_in_metrics(summaries: dict[str, pl.DataFrame], design: Design, deciding: Sequence[tuple[str, str]],
+                    alpha: float, margin: float, cells: Sequence[tuple[str, str]], look_index: int) -> dict[str, Any]:
+    """`look` in the first of `summaries` (metric -> `run_summary` in it, report.metrics' order), which alone
+    plans the next batch; each other metric's verdicts beside it (`reported`), by the same rule on the seeds
+    the design gave each comparison, deciding nothing."""
+    (metric, first), *others = summaries.items()
+    record = look(first, design, deciding, alpha, margin, cells, look_index) | {"metric": metric}
+    record["reported"] = {m: look(s, design, deciding, alpha, margin, cells, look_index)["verdicts"] for m, s in others}
+    return record
+
+
 def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
@@ -80,11 +91,22 @@ VERDICT_COLUMNS = ["model", "task", "strategy", "versus", "verdict", "seeds", "l
 
 
 def verdict_table(look_record: dict[str, Any]) -> pl.DataFrame:
-    """The look's verdicts as a table, one row per deciding comparison."""
+    """The look's verdicts as a table, one row per deciding comparison; with other metrics reported (a record
+    of `look_in_metrics`), column metric after task and each comparison's row in every metric, the deciding
+    one first."""
     schema = {"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "versus": pl.Utf8, "verdict": pl.Utf8,
               "seeds": pl.Int64, "look": pl.Int64, "difference": pl.Float64, "p": pl.Float64,
               "p_equivalence": pl.Float64, "level": pl.Float64}
-    return pl.DataFrame([{k: r[k] for k in VERDICT_COLUMNS} for r in look_record["verdicts"]], schema=schema)
+    deciding = pl.DataFrame([{k: r[k] for k in VERDICT_COLUMNS} for r in look_record["verdicts"]], schema=schema)
+    if not look_record.get("reported"):
+        return deciding
+    blocks = [(look_record["metric"], deciding)] + [
+        (m, pl.DataFrame([{k: r[k] for k in VERDICT_COLUMNS} for r in rows], schema=schema))
+        for m, rows in look_record["reported"].items()]
+    table = pl.concat([df.with_row_index("_row").with_columns(pl.lit(m).alias("metric"), pl.lit(i).alias("_metric"))
+                       for i, (m, df) in enumerate(blocks)])
+    return (table.sort("model", "task", "_row", "_metric").drop("_row", "_metric")
+            .select("model", "task", "metric", *VERDICT_COLUMNS[2:]))
 
 
 def verdict_note(design: Design, look_record: dict[str, Any]) -> str:
@@ -105,4 +127,8 @@ def verdict_note(design: Design, look_record: dict[str, Any]) -> str:
             f"task at each look (hardex.sequential): differs (p < level), equivalent within "
             f"±{look_record['margin']:g} (two one-sided tests), or undecided at N seeds; a decided comparison "
             f"keeps its verdict and gets no more seeds. p and p_equivalence are the raw p's at the look that "
-            f"decided it (or the last), level that look's.")
+            f"decided it (or the last), level that look's."
+            + (f" Metric: {look_record['metric']} decides the design; "
+               f"{', '.join(look_record['reported'])} beside it (column metric): the same rule on the same seeds, "
+               f"planning nothing." if look_record.get("reported") else
+               f" Metric: {look_record.get('metric', 'sampled')}."))

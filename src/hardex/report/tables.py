@@ -17,9 +17,9 @@ from hardex.metrics import accuracy_by_tier, expected_mixed, learnable_pct, sort
 from hardex.posterior import expected_mixed_posterior, with_posterior
 from hardex.report import AnalysisError
 from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
-from hardex.report.headline import DIFFERS, ONE_SEED, headline_table
+from hardex.report.headline import DIFFERS, ONE_SEED, headline_table, interval_sign
 from hardex.report.reference import with_reference
-from hardex.report.loading import Results, load_overlaps
+from hardex.report.loading import METRICS, Results, load_overlaps
 from hardex.report.sharpening import pass_at_k_note, pass_at_k_table
 from hardex.report.statistics import bootstrap_mean_interval, bootstrap_means, percentile_interval, regression
 from hardex.report.statistics import bootstrap_p, holm, t_interval, t_test_p  # pairwise verdicts
@@ -772,17 +772,19 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                  names: dict | None = None, group_sizes: dict[str, int] | None = None,
                  overlaps: pl.DataFrame | None = None,
                  margin: float = EQUIVALENCE_MARGIN, rescored: tuple[pl.DataFrame, str] | None = None,
-                 power: dict[str, Any] | None = None) -> dict[str, tuple[pl.DataFrame, str]]:
+                 power: dict[str, Any] | None = None, metrics: Sequence[str] = ("sampled",)
+                 ) -> dict[str, tuple[pl.DataFrame, str]]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
     the learnable % expected from the probe beside the measured one when `group_sizes` (model -> G) is;
     `margin`: report.equivalence_margin, in points, of the catch-up and pairwise tables' equivalence tests;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
-    `power` is the config's report.power (power, alpha, max_seeds) for the power table."""
-    summary = run_summary(res)
+    `power` is the config's report.power (power, alpha, max_seeds) for the power table; `metrics`
+    (report.metrics, `loading.METRICS`): the verdict tables (headline, accuracy_gain, runs, pairwise, power)
+    hold one block of rows per metric, column `metric`; the other tables read the first."""
     pct = f"{round(100 * level)} %"
-    gains = gain_table(res, level, n_boot, seed, summary)
-    gains = with_seeds_and_questions_interval(gains, res, summary, level, n_boot, seed)
     power = {"power": 0.8, "alpha": 0.05, "max_seeds": 1000} | (power or {})
+    verdicts = {m: metric_verdicts(res.in_metric(m), level, n_boot, seed, margin, power) for m in metrics}
+    summary, gains = verdicts[metrics[0]]["runs"], verdicts[metrics[0]]["gains"]
     learn = learnable_table(summary, level)
     ood = ood_table(res)
     split = base_split_table(gains, subsets)
@@ -808,9 +810,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                          "part of that selection bias, not all of it (on a pool the model sometimes solves, 0 "
                          "of K is not never): compare both with learnable_pct. Both predict the base model's groups; training moves the policy away from it, "
                          "so the measured learnable % drifts from them as it learns.")
-    gains = gain_beyond_controls(gains, summary, res, level, n_boot, seed)
-    pairwise = pairwise_table(res, summary, level, n_boot, seed, margin)  # the headline reads its verdicts
-    gains_out = with_reference(gains, ref, {"base_accuracy": "published_base_accuracy",
+    gains_out = with_reference(by_metric(verdicts, "gains"), ref, {"base_accuracy": "published_base_accuracy",
                                             "final_accuracy": "published_final_accuracy",
                                             "gain": "published_gain"}, names)
     learn_out = with_reference(learn, ref, {"learnable_pct": "published_learnable_pct"}, names)
@@ -819,8 +819,11 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         matched = gains_out["published_gain"].is_not_null().sum()
         ref_note = (f" Published columns: the reference run with the same model, task and strategy "
                     f"(names mapped by report.reference_names); {matched} of {gains_out.height} rows matched.")
+    metric_note = metrics_note(metrics)
+    headline_note = (metric_note + " " + verdicts[metrics[0]]["headline"][1]
+                     + "".join(" " + d for d in metric_disagreements(verdicts)))
     return {
-        "headline": headline_table(gains, pairwise, level),
+        "headline": (by_metric(verdicts, "headline"), headline_note),
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
                                      f"paired bootstrap over test examples ({n_boot} resamples) with one; both treat "
@@ -829,13 +832,13 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                                      f"replacement, then questions, shared by the seeds of a draw; its standard "
                                      f"error with Student's t over seeds; none with one seed), the one to read when "
                                      f"asking whether a gain holds beyond this test set; it errs wide."
-                                     + beyond_controls_note(gains_out, pct) + ref_note),
-        "runs": (summary, "One row per run (model, task, strategy, seed), as accuracy_gain and learnable average "
+                                     + beyond_controls_note(gains_out, pct) + ref_note + " " + metric_note),
+        "runs": (by_metric(verdicts, "runs"), "One row per run (model, task, strategy, seed), as accuracy_gain and learnable average "
                           "them: accuracy in % on the task's first benchmark, the base model's evaluated with the "
                           "run's own seed; gain in points (final checkpoint minus base); learnable_pct over its "
                           "n_steps training steps. Read it for the spread behind a mean: one seed that barely "
                           "trained moves a 4-seed mean by a quarter of its shortfall."),
-        "pairwise": (pairwise, pairwise_note(level, margin, n_boot)),
+        "pairwise": (by_metric(verdicts, "pairwise"), pairwise_note(level, margin, n_boot) + " " + metric_note),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
                                  f"differ (nonzero std). {pct} t-interval over seeds when there are several."
                                  + expected_note + ref_note),
@@ -894,6 +897,74 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         "rescored": rescored if rescored is not None else
         (pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8}),
          "Not rescored: the completions were not rescored for this report (report.rescoring.rescored_table)."),
-        "power": (power_table(summary, power["power"], power["alpha"], power["max_seeds"]),
-                  power_note(power["power"], power["alpha"], power["max_seeds"])),
+        "power": (by_metric(verdicts, "power"), power_note(power["power"], power["alpha"], power["max_seeds"])
+                  + " " + metric_note),
     }
+
+
+def metric_verdicts(res: Results, level: float, n_boot: int, seed: int, margin: float,
+                    power: dict[str, Any]) -> dict[str, Any]:
+    """The verdict tables in one metric (`res` already in it, `Results.in_metric`): runs (run_summary), gains
+    (Table 1 with its intervals and controls), pairwise, headline (frame and note) and power."""
+    summary = run_summary(res)
+    gains = gain_table(res, level, n_boot, seed, summary)
+    gains = with_seeds_and_questions_interval(gains, res, summary, level, n_boot, seed)
+    gains = gain_beyond_controls(gains, summary, res, level, n_boot, seed)
+    pairwise = pairwise_table(res, summary, level, n_boot, seed, margin)  # the headline reads its verdicts
+    return {"runs": summary, "gains": gains, "pairwise": pairwise, "headline": headline_table(gains, pairwise, level),
+            "power": power_table(summary, power["power"], power["alpha"], power["max_seeds"])}
+
+
+def by_metric(verdicts: dict[str, dict[str, Any]], name: str) -> pl.DataFrame:
+    """One verdict table over every metric: the blocks in report.metrics' order within each model x task,
+    column `metric` after task (left out where only one metric is reported, as before metrics were named)."""
+    frames = [(v[name][0] if isinstance(v[name], tuple) else v[name]) for v in verdicts.values()]
+    if len(frames) == 1:
+        return frames[0]
+    blocks = []
+    for rank, (metric, df) in enumerate(zip(verdicts, frames)):
+        at = df.columns.index("task") + 1 if "task" in df.columns else 0
+        blocks.append(df.with_columns(pl.lit(metric).alias("metric"), pl.lit(rank).alias("_metric"))
+                      .select(*df.columns[:at], "metric", *df.columns[at:], "_metric"))
+    both = pl.concat(blocks, how="diagonal_relaxed")
+    keys = [k for k in ("model", "task") if k in both.columns]
+    return both.with_row_index("_row").sort([*keys, "_metric", "_row"]).drop("_row", "_metric") if keys else \
+        both.drop("_metric")
+
+
+def metrics_note(metrics: Sequence[str]) -> str:
+    """Which metric each verdict is in (report.metrics): the first decides, the others stand beside it."""
+    first = f"Metric: {METRICS[metrics[0]]}"
+    if len(metrics) == 1:
+        return first + "."
+    rest = "; ".join(METRICS[m] for m in metrics[1:])
+    return (f"Metrics (column metric, report.metrics): {METRICS[metrics[0]]}, the first, decides (the sequential "
+            f"design's looks and the sentences above); beside it {rest}. The same checkpoints in each: a verdict "
+            f"that holds in one metric and not in another is said so.")
+
+
+def metric_disagreements(verdicts: dict[str, dict[str, Any]]) -> list[str]:
+    """Per model x task, the findings that hold in one metric and not another, in words: a gain shown above or
+    below zero (its interval over seeds), a pair that differs after Holm's correction and which run leads."""
+    if len(verdicts) < 2:
+        return []
+    found: dict[tuple, dict[str, tuple[str, float]]] = {}
+    for metric, v in verdicts.items():
+        for r in v["headline"][0].iter_rows(named=True):
+            sign = interval_sign(r["gain_ci_low"], r["gain_ci_high"]) if r["n_seeds"] > 1 else 0
+            state = {1: "shown", -1: "a loss shown", 0: "not shown"}[sign]
+            found.setdefault((r["model"], r["task"], f"{r['strategy']}'s gain"), {})[metric] = (state, r["gain"])
+        for r in v["pairwise"].iter_rows(named=True):
+            if r["difference"] is None:
+                continue
+            lead = r["strategy"] if r["difference"] > 0 else r["versus"]
+            state = f"differs, {lead} ahead" if (r["verdict"] or "").startswith(DIFFERS) else "not shown"
+            found.setdefault((r["model"], r["task"], f"{r['strategy']} - {r['versus']}"), {})[metric] = (
+                state, r["difference"])
+    out = []
+    for (model, task, what), by in found.items():
+        if len({state for state, _ in by.values()}) > 1:
+            words = [f"{state} in {metric} ({value:+.1f})" for metric, (state, value) in by.items()]
+            out.append(f"{model} on {task}: {what} {' but '.join(words)}.")
+    return out
+
