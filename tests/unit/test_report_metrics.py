@@ -103,3 +103,25 @@ def test_report_metrics_default_follows_evaluation_greedy_and_greedy_needs_it(sm
     off.setdefault("report", {})["metrics"] = ["greedy", "sampled"]
     with pytest.raises(ConfigError, match="report.metrics: greedy needs .*evaluation.greedy: true"):
         check_config(off)
+
+
+def test_the_gain_curve_gives_each_checkpoints_gain_paired_with_its_seeds_base():
+    # two seeds, checkpoints at steps 8 and 16; base 10 of 20 right (sampled, both samples) for both seeds
+    runs = []
+    for seed in (0, 1):
+        runs += outcome_rows("easy", seed, 8, 14 + seed, 10)
+        runs += outcome_rows("easy", seed, 16, 16 + seed, 10)
+        runs += outcome_rows("hard", seed, 16, 10, 10)
+    base = [r for seed in (0, 1) for r in outcome_rows("base", seed, 0, 10, 10)]
+    res = loading.Results(pl.DataFrame(runs), pl.DataFrame(base).drop("strategy", "step"), loading.load_steps([]),
+                          {"t": ["t/test"]}, {"t/test": [1, 2]})
+    curve = tables.gain_curve(res)
+    assert curve.select("strategy", "step", "n_seeds").rows() == [("hard", 16, 2), ("easy", 8, 2), ("easy", 16, 2)]
+    easy8 = curve.row(1, named=True)
+    # sampled: 14 (15) questions of 20 fully right and the rest half right against the base's 10 -> +10, +12.5
+    assert easy8["gain"] == pytest.approx(11.25) and easy8["gain_ci_low"] < 11.25 < easy8["gain_ci_high"]
+    last = curve.filter(pl.col("step") == 16).select("strategy", "gain").rows()
+    summary = tables.run_summary(res).group_by("strategy").agg(pl.col("gain").mean())
+    assert dict(last) == pytest.approx(dict(summary.rows()))  # the last step is Table 1's gain
+    greedy = tables.gain_curve(res.in_metric("greedy"))
+    assert greedy["gain"].to_list() == pytest.approx([0.0, 0.0, 0.0])  # greedy answers did not move

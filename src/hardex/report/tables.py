@@ -109,6 +109,40 @@ def run_summary(res: Results) -> pl.DataFrame:
     return _order(pl.DataFrame(rows), RUN_KEYS)
 
 
+def gain_curve(res: Results, level: float = 0.95) -> pl.DataFrame:
+    """The gain-by-step curve: per model x task x strategy x checkpoint step, the gain over the base model in
+    points on the task's first benchmark (each seed's checkpoint against the base evaluated with its seed),
+    mean over seeds with its t-interval. A subset that wins at the last step need not win at an earlier one."""
+    rows = []
+    for (model, task, strategy, seed), grp in res.runs.group_by(RUN_KEYS, maintain_order=True):
+        bench = res.in_distribution(task)
+        base = _acc(base_outcomes(res, model, task, bench, seed))
+        for (step,), at in grp.filter((pl.col("benchmark") == bench) & (pl.col("step") > 0)).group_by(["step"]):
+            rows.append({"model": model, "task": task, "strategy": strategy, "seed": seed, "step": int(step),
+                         "gain": 100 * (_acc(at) - base)})
+    schema = {"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "step": pl.Int64, "n_seeds": pl.Int64,
+              "gain": pl.Float64, "gain_ci_low": pl.Float64, "gain_ci_high": pl.Float64}
+    if not rows:
+        return pl.DataFrame(schema=schema)
+    out = []
+    for (model, task, strategy, step), g in pl.DataFrame(rows).group_by(CELL_KEYS + ["step"], maintain_order=True):
+        gains = g["gain"].to_list()
+        low, high = t_interval(gains, level) if len(gains) > 1 else (None, None)
+        out.append({"model": model, "task": task, "strategy": strategy, "step": step, "n_seeds": len(gains),
+                    "gain": sum(gains) / len(gains), "gain_ci_low": low, "gain_ci_high": high})
+    return _order(pl.DataFrame(out, schema=schema), CELL_KEYS + ["step"])
+
+
+def gain_curve_note(level: float) -> str:
+    """The gain_curve table's note."""
+    return (f"The gain over the base model at every checkpoint a run saved (grpo.save_steps), in points on the task's "
+            f"first benchmark: each seed's checkpoint minus the base model evaluated with that seed, mean over the "
+            f"seeds that reached the step, with its {round(100 * level)} % t-interval over them (none with one seed; "
+            f"uncorrected, one per row). The last step of each strategy is Table 1's gain. Read it for whether a "
+            f"winner at the last step already led earlier, or is still climbing: a verdict holds at the length it "
+            f"was measured at.")
+
+
 def paired_differences(res: Results, model: str, task: str, strategy: str, seed: int) -> np.ndarray:
     """Per test example: final-checkpoint correct share minus the base model's (in-distribution)."""
     bench = res.in_distribution(task)
@@ -751,6 +785,7 @@ TABLES = {
     "headline": "Headline: which strategy gained how much beyond form",
     "accuracy_gain": "Accuracy gain over the base model (Table 1)",
     "runs": "Every run, seed by seed: base and final accuracy, gain and learnable %",
+    "gain_curve": "Gain over the base model at every checkpoint: the gain-by-step curve of each strategy",
     "pairwise": "Every pair of strategies: which differ and which are equivalent, after Holm's correction",
     "learnable": "Learnable % of training steps (Table 2)",
     "ood_pass_at_k": "Out-of-distribution pass@k (Table 4)",
@@ -779,7 +814,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
     `margin`: report.equivalence_margin, in points, of the catch-up and pairwise tables' equivalence tests;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
     `power` is the config's report.power (power, alpha, max_seeds) for the power table; `metrics`
-    (report.metrics, `loading.METRICS`): the verdict tables (headline, accuracy_gain, runs, pairwise, power)
+    (report.metrics, `loading.METRICS`): the verdict tables (headline, accuracy_gain, runs, gain_curve, pairwise, power)
     hold one block of rows per metric, column `metric`; the other tables read the first."""
     pct = f"{round(100 * level)} %"
     power = {"power": 0.8, "alpha": 0.05, "max_seeds": 1000} | (power or {})
@@ -838,6 +873,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                           "run's own seed; gain in points (final checkpoint minus base); learnable_pct over its "
                           "n_steps training steps. Read it for the spread behind a mean: one seed that barely "
                           "trained moves a 4-seed mean by a quarter of its shortfall."),
+        "gain_curve": (by_metric(verdicts, "gain_curve"), gain_curve_note(level) + " " + metric_note),
         "pairwise": (by_metric(verdicts, "pairwise"), pairwise_note(level, margin, n_boot) + " " + metric_note),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
                                  f"differ (nonzero std). {pct} t-interval over seeds when there are several."
@@ -905,13 +941,14 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
 def metric_verdicts(res: Results, level: float, n_boot: int, seed: int, margin: float,
                     power: dict[str, Any]) -> dict[str, Any]:
     """The verdict tables in one metric (`res` already in it, `Results.in_metric`): runs (run_summary), gains
-    (Table 1 with its intervals and controls), pairwise, headline (frame and note) and power."""
+    (Table 1 with its intervals and controls), pairwise, headline (frame and note), the gain curve and power."""
     summary = run_summary(res)
     gains = gain_table(res, level, n_boot, seed, summary)
     gains = with_seeds_and_questions_interval(gains, res, summary, level, n_boot, seed)
     gains = gain_beyond_controls(gains, summary, res, level, n_boot, seed)
     pairwise = pairwise_table(res, summary, level, n_boot, seed, margin)  # the headline reads its verdicts
     return {"runs": summary, "gains": gains, "pairwise": pairwise, "headline": headline_table(gains, pairwise, level),
+            "gain_curve": gain_curve(res, level),
             "power": power_table(summary, power["power"], power["alpha"], power["max_seeds"])}
 
 
