@@ -97,14 +97,13 @@ def verdict_table(look_record: dict[str, Any]) -> pl.DataFrame:
     schema = {"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "versus": pl.Utf8, "verdict": pl.Utf8,
               "seeds": pl.Int64, "look": pl.Int64, "difference": pl.Float64, "p": pl.Float64,
               "p_equivalence": pl.Float64, "level": pl.Float64}
-    deciding = pl.DataFrame([{k: r[k] for k in VERDICT_COLUMNS} for r in look_record["verdicts"]], schema=schema)
-    if not look_record.get("reported"):
-        return deciding
-    blocks = [(look_record["metric"], deciding)] + [
-        (m, pl.DataFrame([{k: r[k] for k in VERDICT_COLUMNS} for r in rows], schema=schema))
-        for m, rows in look_record["reported"].items()]
+    blocks = {look_record.get("metric"): look_record["verdicts"], **look_record.get("reported", {})}
+    frames = [pl.DataFrame([{k: r[k] for k in VERDICT_COLUMNS} for r in rows], schema=schema)
+              for rows in blocks.values()]
+    if len(frames) == 1:
+        return frames[0]
     table = pl.concat([df.with_row_index("_row").with_columns(pl.lit(m).alias("metric"), pl.lit(i).alias("_metric"))
-                       for i, (m, df) in enumerate(blocks)])
+                       for i, (m, df) in enumerate(zip(blocks, frames))])
     return (table.sort("model", "task", "_row", "_metric").drop("_row", "_metric")
             .select("model", "task", "metric", *VERDICT_COLUMNS[2:]))
 

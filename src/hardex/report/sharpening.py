@@ -213,12 +213,9 @@ def _null_columns(fits: list[NullFit], paired: list[pl.DataFrame], ks: list[int]
 
 
 def pooled_base(base: pl.DataFrame) -> pl.DataFrame:
-    """One row per question: the samples and right ones of every seed's base evaluation summed (n,
-    n_correct), greedy_correct the first seed's where stored (a greedy answer does not depend on the seed)."""
-    aggs = [pl.col("n").sum(), pl.col("n_correct").sum()]
-    if "greedy_correct" in base.columns:
-        aggs.append(pl.col("greedy_correct").first())
-    return base.sort("seed", nulls_last=True).group_by("id", maintain_order=True).agg(aggs)
+    """One row per question (id): the samples and right ones of every seed's base evaluation summed (n,
+    n_correct)."""
+    return base.group_by("id", maintain_order=True).agg(pl.col("n").sum(), pl.col("n_correct").sum())
 
 
 def pass_at_k_table(res: Results, level: float = 0.95, n_boot: int = NULL_BOOTSTRAP, seed: int = 0) -> pl.DataFrame:
