@@ -36,7 +36,9 @@ def test_concurrent_gpu_jobs_never_share_a_gpu_and_every_gpu_is_used(tmp_path, m
     monkeypatch.setenv("HARDEX_GPUS", "0,1,2,3")
     monkeypatch.setenv("HARDEX_ALLOW_CPU", "1")  # the fake node's GPU jobs run on this CPU (hardex.devices)
     monkeypatch.setenv("HARDEX_GPU_LOCKS", str(tmp_path / "locks"))
-    res = snakemake(tmp_path, "--cores", "4", "--resources", "gpu=4", "--until", "evaluate_run")
+    # forked: ten jobs' imports (about 10 CPU-seconds each here) would take most of the test; the GPU claims
+    # happen in each job's own process either way (hardex.devices)
+    res = snakemake(tmp_path, "--cores", "4", "--resources", "gpu=4", "--until", "evaluate_run", forked=True)
     assert res.returncode == 0, res.stderr[-4000:]
     jobs = held_intervals((tmp_path / "logs").rglob("*.log"))
     assert len(jobs) == 10  # build, probe, 4 train and 4 evaluate_run jobs
