@@ -56,6 +56,15 @@ def test_a_rehearsal_keeps_the_settings_only_a_preset_uses(tmp_path):
     assert limits["selection"]["tiers"] and limits["grpo"]["epochs"] == 1
 
 
+def test_a_rehearsal_computes_in_this_cpus_precision_whatever_the_preset_asks(tmp_path):
+    """paper 1's presets ask for bf16 (a GPU's choice); on a CPU that emulates bfloat16 that made a stand-in's
+    128k-row output layer most of a rehearsal's time. The rehearsal takes auto, which resolves per CPU."""
+    source = yaml.safe_load((ROOT / "experiments" / "hard_examples_paper.yaml").read_text())
+    assert source["grpo"]["precision"] == "bf16"
+    cfg = check_config(rehearsal_of(ROOT / "experiments" / "hard_examples_paper.yaml", tmp_path))
+    assert {grpo_settings(cfg, name)["precision"] for name in cfg["models"]} == {"auto"}
+
+
 def test_a_quick_rehearsal_trains_one_strategy(tmp_path):
     cfg = check_config(rehearsal_of(ROOT / "experiments" / "cpu_online.yaml", tmp_path, quick=True))
     source = yaml.safe_load((ROOT / "experiments" / "cpu_online.yaml").read_text())
