@@ -78,7 +78,7 @@ def test_raising_max_steps_under_a_fixed_schedule_continues_the_finished_run(smo
     write_config(tmp_path, cfg)
     run_dir = tmp_path / "results/train/tiny/swaps/hard/seed0"
     evaluation, log = "results/eval/tiny/swaps/hard/seed0.parquet", tmp_path / "logs/train/tiny/swaps/hard/seed0.log"
-    res = snakemake(tmp_path, "--cores", "1", evaluation)
+    res = snakemake(tmp_path, "--cores", "1", evaluation, forked=True)  # no kill here: forked jobs suffice
     assert res.returncode == 0, res.stderr[-3000:]
     # the smoke run's checkpoints decayed over its own 4 steps: under another schedule it trains afresh, once
     assert "schedule_steps: None -> 4" in log.read_text() and "training from the base model" in log.read_text()
@@ -87,7 +87,7 @@ def test_raising_max_steps_under_a_fixed_schedule_continues_the_finished_run(smo
 
     cfg["grpo"]["max_steps"] = 4
     write_config(tmp_path, cfg)
-    res = snakemake(tmp_path, "--cores", "1", evaluation)
+    res = snakemake(tmp_path, "--cores", "1", evaluation, forked=True)
     assert res.returncode == 0, res.stderr[-3000:]
     assert re.search(r"resuming from \S+/checkpoints/checkpoint-2 \(2 steps recorded\)", log.read_text())
     steps = pl.read_parquet(run_dir / "steps.parquet")
