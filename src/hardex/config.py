@@ -51,6 +51,33 @@ def _number_hint(value, expected) -> str:
     return ""
 
 
+#: keys users bring from TRL's GRPOConfig, and what to write instead
+TRL_KEYS = {
+    "per_device_train_batch_size": "a step's batch is grpo.prompts_per_step prompts x grpo.num_generations "
+                                   "completions (grpo.gradient_accumulation_steps splits it)",
+    "num_train_epochs": "write grpo.epochs (a step budget by epochs) or grpo.max_steps",
+    "reward_funcs": "a task's reward is its scorer, or a hook of your own in tasks.<task>.reward (module:function)",
+    "max_steps_per_epoch": "write grpo.max_steps",
+    "bf16": "write grpo.precision: bf16",
+    "fp16": "write grpo.precision: fp16",
+    "output_dir": "runs are written under results/train/<model>/<task>/<strategy>/seed<N>",
+}
+
+
+def _share_hint(key: str, value) -> str:
+    """A budget is a share of the pool: '10%' and 10 were meant as 0.1."""
+    if key.rsplit(".", 1)[-1] != "budget":
+        return ""
+    text = str(value).strip()
+    try:
+        percent = float(text.removesuffix("%"))
+    except ValueError:
+        return " (a share of the pool, between 0 and 1)"
+    if text.endswith("%"):
+        return f" (a share of the pool: write {percent / 100:g} for {percent:g} %)"
+    return f" (a share of the pool: {percent:g} % is {percent / 100:g})" if 1 < percent <= 100 else ""
+
+
 def _schema_error_line(err) -> str:
     """One line for a jsonschema ValidationError: key, value, what is allowed."""
     if err.validator == "oneOf" and err.context:  # one of several forms: the error of the form the value has
@@ -65,20 +92,25 @@ def _schema_error_line(err) -> str:
         allowed = sorted(sch.get("properties", {}))
         extra = sorted(set(v) - set(allowed)) if isinstance(v, dict) else []
         where = f"{key}." if err.absolute_path else ""
+        name = extra[0] if extra else "?"
+        if name in TRL_KEYS:
+            return f"{where}{name}: unknown key (a TRL setting): {TRL_KEYS[name]}"
         hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
-        return f"{where}{extra[0] if extra else '?'}: unknown key{hint}"
+        return f"{where}{name}: unknown key{hint}"
     if kind == "required":
         missing = [r for r in sch["required"] if r not in v]
         return f"{key + '.' if err.absolute_path else ''}{missing[0]}: required key is missing"
-    if kind == "enum":
-        return f"{key}: {v!r} is not allowed; allowed: {', '.join(map(str, sch['enum']))}"
+    if kind == "enum":  # a rehearsal's own scorings (hardex-rehearse writes them) are not for a user to write
+        allowed = [str(e) for e in sch["enum"] if not str(e).startswith("rehearsal+")]
+        return f"{key}: {v!r} is not allowed; allowed: {', '.join(allowed)}"
     if kind == "type":
-        return f"{key}: {v!r} has the wrong type; expected {sch['type']}{_number_hint(v, sch['type'])}"
+        hint = _share_hint(key, v) or _number_hint(v, sch["type"])
+        return f"{key}: {v!r} has the wrong type; expected {sch['type']}{hint}"
     if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
         op = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}[kind]
         rng = [f"{o} {sch[k]}" for k, o in (("minimum", ">="), ("exclusiveMinimum", ">"),
                                             ("maximum", "<="), ("exclusiveMaximum", "<")) if k in sch]
-        return f"{key}: {v!r} is out of range; must be {' and '.join(rng) or op}"
+        return f"{key}: {v!r} is out of range; must be {' and '.join(rng) or op}{_share_hint(key, v)}"
     if kind == "pattern":
         why = f" ({sch['description']})" if sch.get("description") else ""
         return f"{key}: {v!r} does not match {sch['pattern']}{why}"

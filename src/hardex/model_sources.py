@@ -149,7 +149,8 @@ def check_model_source(key: str, entry: dict) -> None:
         if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(path, "config.json"), str):
             raise ModelError(f"{key}.path: hub model {path!r} is not in the cache ({constants.HF_HUB_CACHE}) and "
                              f"HF_HUB_OFFLINE is set; fill the cache where there is network "
-                             f"(hf download {path}) or give a local directory")
+                             f"(hf download {path}) or, for a local directory, give its path from the working "
+                             f"directory ({Path.cwd()}, where {path!r} is not) or an absolute one")
     elif not local.is_dir():
         hint = "; a GGUF file is given as gguf, with path: gguf" if local.suffix == ".gguf" else ""
         raise ModelError(f"{key}.path: {path!r} is no directory; give a hub id (owner/name), a local model "

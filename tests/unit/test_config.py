@@ -29,6 +29,16 @@ CASES = [
     ("probe.k", 0, "probe.k: 0 is out of range; must be >= 1"),
     ("probe.temperature", -1, "probe.temperature: -1 is out of range"),
     ("probe.kay", 3, "probe.kay: unknown key; allowed: "),
+    # what a user brings from elsewhere: a percentage budget, TRL's keys, a rehearsal's scorer names
+    ("selection.budget", "10%", "selection.budget: '10%' has the wrong type; expected number (a share of the pool: "
+                                "write 0.1 for 10 %)"),
+    ("selection.budget", 10, "selection.budget: 10 is out of range; must be > 0 and <= 1 (a share of the pool: "
+                             "10 % is 0.1)"),
+    ("grpo.per_device_train_batch_size", 8, "grpo.per_device_train_batch_size: unknown key (a TRL setting): a step's "
+                                            "batch is grpo.prompts_per_step prompts x grpo.num_generations"),
+    ("grpo.num_train_epochs", 1, "grpo.num_train_epochs: unknown key (a TRL setting): write grpo.epochs"),
+    ("tasks.swaps.reward_funcs", ["r"], "tasks.swaps.reward_funcs: unknown key (a TRL setting): a task's reward is "
+                                        "its scorer, or a hook of your own in tasks.<task>.reward"),
     ("models", ..., "models: required key is missing"),
     ("models.tiny.path", ..., "models.tiny.path: required key is missing"),
     ("probe.k", "five", "probe.k: 'five' has the wrong type; expected integer"),
@@ -105,6 +115,13 @@ def test_bad_config_names_the_key(smoke_config, path, value, message):
         check_config(with_key(smoke_config, path, value))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_scoring_refusal_lists_only_what_a_user_may_write(smoke_config):
+    """rehearsal+<scoring> is hardex-rehearse's to write: a user's typo is not offered it."""
+    with pytest.raises(ConfigError) as err:
+        check_config(with_key(smoke_config, "tasks.swaps.scoring", "exact"))
+    assert str(err.value) == "tasks.swaps.scoring: 'exact' is not allowed; allowed: lenient, flexible, strict"
 
 
 def test_defaults_are_filled(smoke_config):

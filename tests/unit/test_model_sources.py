@@ -8,6 +8,8 @@ import importlib.machinery
 import sys
 import types
 
+from pathlib import Path
+
 import pytest
 
 from hardex.config import ConfigError, check_config
@@ -129,8 +131,9 @@ def test_a_hub_model_missing_from_the_cache_offline_is_refused(smoke_config, hub
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     assert refusal(model_config(smoke_config, path="someone/not-cached")) == (
         f"models.smol.path: hub model 'someone/not-cached' is not in the cache ({hub_cache}) and HF_HUB_OFFLINE "
-        f"is set; fill the cache where there is network (hf download someone/not-cached) or give "
-        f"a local directory")
+        f"is set; fill the cache where there is network (hf download someone/not-cached) or, for a local "
+        f"directory, give its path from the working directory ({Path.cwd()}, where 'someone/not-cached' is not) or "
+        f"an absolute one")
     stub_hub_cache(hub_cache, ["someone/cached"])
     check_config(model_config(smoke_config, path="someone/cached"))
 
