@@ -29,9 +29,10 @@ RUN_ENV = {"PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_
 
 def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout: int = 900, forked: bool = False):
     """Run Snakemake's own CLI on this repo's Snakefile with results under `workdir`. `forked`: its script jobs
-    fork from this test process's fork server (`forkserver`), for tests of what the graph runs and the shared
-    finished runs (`finished_run`); the tests of determinism, resuming and Slurm run every job in a fresh
-    interpreter, as a user's run does (determinism's fresh run is compared with the forked smoke run)."""
+    fork from this test process's fork server (`forkserver`), for tests of what the graph runs; the shared
+    smoke run and the tests of determinism, resuming after a kill and Slurm run every job in a fresh interpreter,
+    as a user's run does (Snakemake's benchmark of a forked job measures its launcher, not the job: the smoke
+    run's compute table is tested)."""
     env = {**os.environ, **RUN_ENV}
     python = [sys.executable, "-m", "snakemake"]
     if forked:
@@ -57,11 +58,10 @@ def forkserver() -> tuple[Path, dict[str, str]]:
     return _servers.enter_context(started(env={**os.environ, **RUN_ENV}))
 
 
-def finished_run(tmp_path_factory, name: str, config: Path) -> Path:
-    """A workflow run of `config` to its end, once per test session, in a folder named `name`, its jobs forked
-    from the fork server (a job's imports cost about 10 CPU-seconds on an AVX2 machine of CI's kind, most of
-    a tiny job; tests/workflow/test_determinism.py shows a fresh run gives the same bytes). Under pytest -n
-    the workers share it: the first that needs it runs it, the others wait for it."""
+def finished_run(tmp_path_factory, name: str, config: Path, forked: bool = False) -> Path:
+    """A workflow run of `config` to its end, once per test session, in a folder named `name`; `forked` as for
+    `snakemake` (a job's imports cost about 10 CPU-seconds on an AVX2 machine of CI's kind, most of a tiny job).
+    Under pytest -n the workers share it: the first that needs it runs it, the others wait for it."""
     from filelock import FileLock
 
     shared = tmp_path_factory.getbasetemp()
@@ -73,7 +73,7 @@ def finished_run(tmp_path_factory, name: str, config: Path) -> Path:
             shutil.rmtree(workdir, ignore_errors=True)
             workdir.mkdir()
             shutil.copy(config, workdir / "config.yaml")
-            res = snakemake(workdir, "--cores", "2", forked=True)
+            res = snakemake(workdir, "--cores", "2", forked=forked)
             assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
             (workdir / "snakemake.stderr").write_text(res.stderr)  # what the run printed, for tests to read
             (shared / f"{name}.finished").touch()

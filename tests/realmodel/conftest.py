@@ -29,7 +29,8 @@ def smollm2_run(tmp_path_factory) -> Path:
         gguf_file(SMOLLM2)
     except ModelError as e:
         pytest.skip(str(e))
-    return finished_run(tmp_path_factory, "smollm2", CONFIG)
+    # forked: the lane reads its outputs, not its jobs' benchmarks (a job's imports cost about 10 CPU-seconds here)
+    return finished_run(tmp_path_factory, "smollm2", CONFIG, forked=True)
 
 
 @pytest.fixture(scope="session")

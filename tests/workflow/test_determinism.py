@@ -1,5 +1,4 @@
-"""The same config and seeds give byte-identical datasets, probe counts and subsets (same machine), whether
-its jobs run in fresh interpreters (a user's run) or fork from the fork server (the shared smoke run's)."""
+"""The same config and seeds give byte-identical datasets, probe counts and subsets (same machine)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ def digests(root, pattern):
 
 
 def test_two_runs_are_byte_identical(tmp_path, smoke_run):
-    """A run in fresh interpreters against the session's smoke run (the same config, its jobs forked)."""
+    """A fresh run against the session's smoke run (the same config, run the same way)."""
     a = tmp_path / "a"
     a.mkdir()
     shutil.copy(SMOKE, a / "config.yaml")
