@@ -30,9 +30,11 @@ from hardex.settings import (
     seed_list,
     split_spec,
     task_prompt,
+    trained_run_dirs,
 )
 from hardex.architectures import KEPT as ARCHITECTURES
 from hardex import job_time
+from hardex.checkpoints import lost_by_length
 from hardex.cluster import check_partitions_or_exit, snakemake_executor
 from hardex.memory_plan import check_plan_or_exit, host_memory_mb
 from hardex.gpu_packages import check_packages_or_exit, conda_env
@@ -92,6 +94,12 @@ RUN_STRATEGIES = run_strategies(
 # which runs train which of them (rules/sequential.smk)
 SEEDS = seed_list(config)
 DESIGN = seed_design(config)
+# a new run length alone (max_steps, epochs) without grpo.schedule_steps would delete trained runs' checkpoints
+# and train them from the base model: refused here, before any job
+if workflow.is_main_process and (
+    lost := lost_by_length(trained_run_dirs(config, RUN_STRATEGIES, SEEDS))
+):
+    sys.exit(f"hardex: config error: {lost}")
 # runs that may train on a subset without a learnable example (hardex.learnability)
 ALLOW_UNLEARNABLE = config["selection"]["allow_unlearnable"]
 

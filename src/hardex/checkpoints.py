@@ -205,6 +205,42 @@ def _other_run(marker: Path, tag: str, grpo: dict[str, Any], seed: int, identity
     return why
 
 
+def length_changes(ckpt_dir: Path, grpo: dict[str, Any]) -> list[str]:
+    """The run-length settings ("max_steps: 200 -> 400") by which a run's `grpo` differs from what its checkpoints
+    in `ckpt_dir` were trained with, where they are all that differs and no fixed horizon (grpo.schedule_steps)
+    lets the checkpoints serve: its train job would delete them and train from the base model. [] where the job
+    resumes them, where other settings differ too (a change a user means as another run), or where none exist."""
+    marker = ckpt_dir / "settings.json"
+    if not marker.exists() or not checkpoint_steps(ckpt_dir):
+        return []
+    old = json.loads(marker.read_text()).get("grpo", {})
+    now = json.loads(json.dumps(grpo, default=str))
+    if now.get("precision") == "auto":  # the job resolves it for its machine, and records what it resolved
+        now["precision"] = old.get("precision")
+    before, after = resume_settings(old), resume_settings(now)
+    changed = sorted(k for k in {*before, *after} if before.get(k) != after.get(k))
+    if not changed or not set(changed) <= set(RUN_END):
+        return []
+    return [f"{k}: {before.get(k)} -> {after.get(k)}" for k in changed]
+
+
+def lost_by_length(run_dirs: dict[Path, dict[str, Any]]) -> str | None:
+    """One line refusing a plan whose train jobs would delete trained runs' checkpoints for a change of length
+    alone (`length_changes`; `run_dirs`: each planned run's folder and grpo settings), or None. Raising
+    grpo.max_steps reads as "train longer", but without grpo.schedule_steps the learning rate spans a run's own
+    steps, so a longer run is another run and its train job starts afresh: the finished steps would be lost."""
+    lost = {d: change for d, grpo in run_dirs.items() if (change := length_changes(d / "checkpoints", grpo))}
+    if not lost:
+        return None
+    changes = sorted({c for change in lost.values() for c in change})
+    shown = ", ".join(str(d) for d in sorted(lost)[:2]) + (f" and {len(lost) - 2} more" if len(lost) > 2 else "")
+    return (f"grpo.{'; grpo.'.join(changes)} would delete the checkpoints of {len(lost)} trained run(s) ({shown}) and "
+            f"train them again from the base model: without grpo.schedule_steps a run's learning rate spans its own "
+            f"steps, so a run of another length is another run. To train them afresh, delete their checkpoints "
+            f"first (rm -r <run>/checkpoints); to let later runs continue to more steps, set grpo.schedule_steps "
+            f"before training them")
+
+
 def _read_step_record(record: Path) -> list[dict[str, Any]]:
     """The rows of a step record; a line cut short by a kill while it was written is left out."""
     rows = []

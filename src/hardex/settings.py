@@ -125,6 +125,20 @@ def seed_design(cfg: dict):
     return design_of({k: v for k, v in seeds.items() if k != "deciding"} if isinstance(seeds, dict) else seeds)
 
 
+def trained_run_dirs(cfg: dict, run_strategies: list[str], seeds: list[int],
+                     root: Path = Path("results/train")) -> dict[Path, dict]:
+    """The run folders already under `root` (results/train/<model>/<task>/<strategy>/seed<N>) that this config
+    plans to train, each with its grpo settings (`run_grpo_settings`): what a train job would resume or delete."""
+    runs = {}
+    for model in cfg["models"]:
+        for task in model_tasks(cfg, model):
+            for strategy in run_strategies:
+                for seed in seeds:
+                    if (folder := root / model / task / strategy / f"seed{seed}").is_dir():
+                        runs[folder] = run_grpo_settings(cfg, model, strategy, task)
+    return runs
+
+
 def model_tasks(cfg: dict, model: str) -> list[str]:
     """The tasks a model runs: its `tasks`, or every task."""
     return list(cfg["models"][model].get("tasks") or cfg["tasks"])

@@ -95,6 +95,27 @@ def test_raising_max_steps_under_a_fixed_schedule_continues_the_finished_run(smo
     assert sorted(pl.read_parquet(tmp_path / evaluation)["step"].unique().to_list()) == [2, 4]
 
 
+def test_raising_max_steps_over_trained_runs_without_a_fixed_schedule_is_refused_at_planning(smoke_copy, smoke_config):
+    """Without grpo.schedule_steps a longer run is another run: its train job would delete the finished
+    checkpoints and train from the base model. Planning refuses it in one line naming both ways out; once the
+    user deletes a run's checkpoints, that run plans as any settings change does."""
+    tmp_path, cfg = smoke_copy, smoke_config
+    cfg["grpo"]["max_steps"] = 8
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "-n", "--cores", "1")
+    assert res.returncode == 1
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith("hardex: config error: grpo.max_steps: 4 -> 8 would delete the checkpoints of 6 trained "
+                           "run(s) (results/train/tiny/swaps/easy/seed0, "), line
+    assert "delete their checkpoints first" in line and "set grpo.schedule_steps" in line
+    assert (tmp_path / "results/train/tiny/swaps/hard/seed0/checkpoints/checkpoint-4").exists()
+    for run in (tmp_path / "results/train").glob("*/*/*/seed0"):
+        shutil.rmtree(run / "checkpoints")
+    res = snakemake(tmp_path, "-n", "--cores", "1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "train" in res.stdout + res.stderr
+
+
 def test_a_run_in_two_processes_keeps_the_global_batch_and_steps_and_resumes_after_a_kill(smoke_copy, smoke_config):
     """grpo.processes: 2 on this CPU: accelerate starts two gloo processes (hardex.launch); each takes half of
     a step's completions, so the global batch and the steps are the one-process run's. Killed mid-run (the
