@@ -63,6 +63,13 @@ check_plan_or_exit(config, show=workflow.is_main_process)
 # under the Slurm executor, a slurm_partition (default-resources, set-resources) the cluster lacks stops here
 if workflow.is_main_process:
     check_partitions_or_exit(workflow.resource_settings, snakemake_executor())
+# a job that asks more GPUs than --resources gpu=N would be run on N by Snakemake, its ranks sharing them
+if workflow.is_main_process and (
+    short := job_time.gpu_shortfall(
+        config, job_time.granted_gpus(workflow.resource_settings)
+    )
+):
+    sys.exit(f"hardex: config error: {short}")
 # a probe that samples otherwise than GRPO, or a shuffled control on a choice task, is allowed, and said
 if workflow.is_main_process:
     for line in sampling_notices(config) + control_notices(config):

@@ -280,6 +280,31 @@ def train_gpus(cfg: dict, model: str) -> int:
     return cfg["compute"]["gpu"] * (grpo["processes"] + server)
 
 
+def gpu_shortfall(cfg: dict, available: int | None) -> str | None:
+    """One line where a job asks more GPUs than Snakemake may hand out (`--resources gpu=N`: `available`), or None.
+    Snakemake would not refuse it but run it on N: a train job's ranks would then share them."""
+    if available is None or not cfg["compute"]["gpu"]:
+        return None
+    for model in cfg["models"]:
+        grpo, need = grpo_settings(cfg, model), train_gpus(cfg, model)
+        if need > available:
+            server = f" + {grpo['vllm_server_gpus']} of its vLLM server" if grpo["rollouts"] == "vllm-server" else ""
+            return (f"models.{model}: a train job takes {need} GPUs (compute.gpu {cfg['compute']['gpu']} for each of "
+                    f"grpo.processes {grpo['processes']}{server}), more than --resources gpu={available}: Snakemake would "
+                    f"run it on {available}, its processes sharing them; lower grpo.processes or raise the resource")
+    if (need := generation_gpus(cfg)) > available:
+        return (f"compute.gpu: a probe or evaluate job takes {need} GPUs, more than --resources gpu={available}: lower "
+                f"compute.gpu (GPUs per job, not the node's count) or raise the resource")
+    return None
+
+
+def granted_gpus(resource_settings) -> int | None:
+    """The `gpu` of Snakemake's --resources (its ResourceSettings: `workflow.resource_settings`), None if not given."""
+    value = resource_settings.resources.get("gpu")
+    value = getattr(value, "value", value)  # parsed: a Resource
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 @dataclass(frozen=True)
 class MeasuredTrain:
     """The train steps a model's runs recorded in this working directory: their summed step_time against

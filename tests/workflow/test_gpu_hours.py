@@ -62,3 +62,21 @@ def test_the_gpu_hours_follow_the_work(tmp_path, smoke_config):
 def test_a_cpu_config_prints_no_gpu_hours(tmp_path, smoke_config):
     out = dry_run(tmp_path, copy.deepcopy(smoke_config), "cpu")
     assert "GPU-hours" not in out and "Job stats" in out
+
+
+def test_a_job_that_asks_more_gpus_than_the_resource_grants_is_refused_at_planning(tmp_path, smoke_config):
+    """grpo.processes 2 at compute.gpu 1 is a train job of 2 GPUs: under --resources gpu=1 Snakemake would run it
+    on one, both processes on it. Planning says so in one line; with the GPUs granted it plans."""
+    cfg = copy.deepcopy(smoke_config)
+    cfg["compute"] = {"gpu": 1}
+    cfg["grpo"]["processes"] = 2
+    workdir = tmp_path / "short"
+    workdir.mkdir()
+    res = snakemake(workdir, "-n", "--cores", "1", "--resources", "gpu=1", configfile=write_config(workdir, cfg))
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines()[-1] == (
+        "hardex: config error: models.tiny: a train job takes 2 GPUs (compute.gpu 1 for each of grpo.processes 2), "
+        "more than --resources gpu=1: Snakemake would run it on 1, its processes sharing them; lower grpo.processes "
+        "or raise the resource")
+    res = snakemake(workdir, "-n", "--cores", "1", "--resources", "gpu=2", configfile=write_config(workdir, cfg))
+    assert res.returncode == 0, res.stderr[-3000:]
