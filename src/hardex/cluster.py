@@ -1,4 +1,5 @@
-"""The Slurm partitions a run asks for, checked against the cluster's at planning time.
+"""The Slurm partitions a run asks for, checked against the cluster's at planning time, and its resource keys
+against those the Slurm executor reads.
 
 Under the Slurm executor (`--executor slurm`, profiles/slurm) every `slurm_partition` resource becomes
 sbatch's `-p`. Slurm refuses an unknown partition only when a job is submitted, which may be hours into a
@@ -10,6 +11,7 @@ is missing or fails is said once and not checked.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,31 @@ from typing import Any, Mapping
 #: seconds sinfo may take (a busy controller answers in well under one)
 SINFO_TIMEOUT_S = 30
 PARTITION = "slurm_partition"
+
+
+#: the resources the Slurm executor plugin reads (snakemake-executor-plugin-slurm's sources) and Snakemake's own: a
+#: profile key near one of these but not it (slurm_partiton) is a typo, which Snakemake would keep as a resource of
+#: its own on every job, and the plugin would not read
+SLURM_RESOURCES = ("slurm_partition", "slurm_account", "slurm_extra", "slurm_cluster", "clusters", "constraint",
+                   "cpus_per_task", "cpus_per_gpu", "gpu", "gpu_model", "gres", "mem_mb", "mem_mb_per_cpu", "mpi",
+                   "nodes", "qos", "runtime", "tasks", "tasks_per_gpu", "tasks_per_node", "threads",
+                   "mem", "mem_gb", "mem_mib", "mem_gib", "disk", "disk_mb", "disk_mib", "disk_gb", "tmpdir")
+
+
+def misspelt_resources(default_resources: Mapping | None,
+                       overwrite_resources: Mapping[str, Mapping] | None) -> list[str]:
+    """'<where>: <key> (did you mean <known>?)' for each resource key of default-resources and set-resources that
+    is close to one the Slurm executor reads but is not one (a site's own resource names stay allowed)."""
+    sources = [("default-resources", default_resources or {})]
+    sources += [(f"set-resources: {rule}", res) for rule, res in (overwrite_resources or {}).items()]
+    found = []
+    for where, resources in sources:
+        for key in resources.keys():
+            if key in SLURM_RESOURCES or key.startswith("_"):
+                continue
+            if near := difflib.get_close_matches(key, SLURM_RESOURCES, n=1, cutoff=0.85):
+                found.append(f"{where}: {key} (did you mean {near[0]}?)")
+    return found
 
 
 class PartitionsUnknown(Exception):
@@ -94,10 +121,14 @@ def partition_error(requested: list[tuple[str, str]], known: list[str]) -> str |
 
 
 def check_partitions_or_exit(resource_settings, executor: str | None) -> None:
-    """For the Snakefile: under the Slurm executor, a slurm_partition the cluster lacks prints one line and exits
+    """For the Snakefile: under the Slurm executor, a misspelt resource key, or a slurm_partition the cluster
+    lacks, prints one line and exits
     before any job is planned; a cluster whose partitions cannot be read is said in one notice."""
     if executor != "slurm":
         return
+    if typos := misspelt_resources(resource_settings.default_resources, resource_settings.overwrite_resources):
+        print(f"hardex: slurm error: {'; '.join(typos)}: the Slurm executor reads no such resource", file=sys.stderr)
+        sys.exit(1)
     requested = requested_partitions(resource_settings.default_resources, resource_settings.overwrite_resources)
     if not requested:  # jobs go to the cluster's default partition
         return

@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from hardex.cluster import PartitionsUnknown, cluster_partitions, partition_error, requested_partitions
+from hardex.cluster import (PartitionsUnknown, cluster_partitions, misspelt_resources, partition_error,
+                            requested_partitions)
 from tests.support import ROOT
 
 
@@ -46,6 +47,19 @@ def test_a_profile_without_partitions_asks_for_none(tmp_path):
     # the command line's set-resources as well
     assert requested_partitions(*parsed(tmp_path, profile, "--set-resources", "train:slurm_partition=gpu")) == [
         ("set-resources: train: slurm_partition", "gpu")]
+
+
+def test_a_misspelt_resource_key_is_named_with_the_key_it_is_near(tmp_path):
+    """slurm_partiton became a resource of its own on every job, and the plugin read none: every job went to the
+    default partition. A site's own resource names (far from any the plugin reads) stay allowed."""
+    profile = {"executor": "slurm",
+               "default-resources": {"mem_mb": 2000, "slurm_partiton": "gpu", "licenses_matlab": 1},
+               "set-resources": {"train": {"slurm_acount": "lab", "runtime": 60, "gpu_model": "h100"}}}
+    assert misspelt_resources(*parsed(tmp_path, profile)) == [
+        "default-resources: slurm_partiton (did you mean slurm_partition?)",
+        "set-resources: train: slurm_acount (did you mean slurm_account?)"]
+    assert misspelt_resources(*parsed(tmp_path, {"executor": "slurm", "default-resources": {
+        "slurm_partition": "gpu", "slurm_account": "lab", "mem_mb_per_cpu": 100}})) == []
 
 
 def test_the_error_names_each_missing_key_and_the_clusters_partitions():
