@@ -182,6 +182,13 @@ def resume_point(ckpt_dir: Path, model_path: str, data: list[tuple[str, str]], g
     return (done[-1] if done else None), len(kept)
 
 
+def changed_settings(before: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, recorded, now) for every resume setting (`resume_settings`) by which two grpo blocks differ, keys
+    sorted; `now` is compared as JSON writes it, as the recorded block was."""
+    before, now = resume_settings(before), json.loads(json.dumps(resume_settings(now), default=str))
+    return [(k, before.get(k), now.get(k)) for k in sorted({*before, *now}) if before.get(k) != now.get(k)]
+
+
 def _other_run(marker: Path, tag: str, grpo: dict[str, Any], seed: int, identity: dict | None, data: str) -> str | None:
     """What made the checkpoints beside `marker` that differs from this run (for the line of a run that starts
     afresh), or None when they are this run's."""
@@ -194,12 +201,11 @@ def _other_run(marker: Path, tag: str, grpo: dict[str, Any], seed: int, identity
         return "another model, scorer, reward or seed"
     if old.get("data", data) != data:
         return "other prompts or answers"
-    before, now = resume_settings(old.get("grpo", {})), json.loads(json.dumps(resume_settings(grpo), default=str))
-    changed = sorted(k for k in {*before, *now} if before.get(k) != now.get(k))
+    changed = changed_settings(old.get("grpo", {}), grpo)
     if not changed:
         return "another model or data"
-    why = f"other grpo settings ({', '.join(f'{k}: {before.get(k)} -> {now.get(k)}' for k in changed)})"
-    if set(changed) <= set(RUN_END):
+    why = f"other grpo settings ({', '.join(f'{k}: {was} -> {now}' for k, was, now in changed)})"
+    if {k for k, _, _ in changed} <= set(RUN_END):
         why += ("; without grpo.schedule_steps the learning-rate schedule spans the run's own steps, so a run of "
                 "another length is another run (set schedule_steps to continue runs to more steps)")
     return why
@@ -214,14 +220,12 @@ def length_changes(ckpt_dir: Path, grpo: dict[str, Any]) -> list[str]:
     if not marker.exists() or not checkpoint_steps(ckpt_dir):
         return []
     old = json.loads(marker.read_text()).get("grpo", {})
-    now = json.loads(json.dumps(grpo, default=str))
-    if now.get("precision") == "auto":  # the job resolves it for its machine, and records what it resolved
-        now["precision"] = old.get("precision")
-    before, after = resume_settings(old), resume_settings(now)
-    changed = sorted(k for k in {*before, *after} if before.get(k) != after.get(k))
-    if not changed or not set(changed) <= set(RUN_END):
+    if grpo.get("precision") == "auto":  # the job resolves it for its machine, and records what it resolved
+        grpo = {**grpo, "precision": old.get("precision")}
+    changed = changed_settings(old, grpo)
+    if not changed or not {k for k, _, _ in changed} <= set(RUN_END):
         return []
-    return [f"{k}: {before.get(k)} -> {after.get(k)}" for k in changed]
+    return [f"{k}: {was} -> {now}" for k, was, now in changed]
 
 
 def lost_by_length(run_dirs: dict[Path, dict[str, Any]]) -> str | None:

@@ -31,14 +31,20 @@ SLURM_RESOURCES = ("slurm_partition", "slurm_account", "slurm_extra", "slurm_clu
                    "mem", "mem_gb", "mem_mib", "mem_gib", "disk", "disk_mb", "disk_mib", "disk_gb", "tmpdir")
 
 
+def _resource_sources(default_resources: Mapping | None, overwrite_resources: Mapping[str, Mapping] | None
+                      ) -> list[tuple[str, str | None, Mapping]]:
+    """(where, rule or None, resources) for default-resources and each rule's set-resources, as Snakemake parsed
+    them (its ResourceSettings: `workflow.resource_settings`)."""
+    return [("default-resources", None, default_resources or {}),
+            *((f"set-resources: {rule}", rule, res) for rule, res in (overwrite_resources or {}).items())]
+
+
 def misspelt_resources(default_resources: Mapping | None,
                        overwrite_resources: Mapping[str, Mapping] | None) -> list[str]:
     """'<where>: <key> (did you mean <known>?)' for each resource key of default-resources and set-resources that
     is close to one the Slurm executor reads but is not one (a site's own resource names stay allowed)."""
-    sources = [("default-resources", default_resources or {})]
-    sources += [(f"set-resources: {rule}", res) for rule, res in (overwrite_resources or {}).items()]
     found = []
-    for where, resources in sources:
+    for where, _, resources in _resource_sources(default_resources, overwrite_resources):
         for key in resources.keys():
             if key in SLURM_RESOURCES or key.startswith("_"):
                 continue
@@ -78,13 +84,10 @@ def _value(resource: Any, rule: str | None) -> Any:
 
 def requested_partitions(default_resources: Mapping | None,
                          overwrite_resources: Mapping[str, Mapping] | None) -> list[tuple[str, str]]:
-    """(key, partition) of every slurm_partition in default-resources and in set-resources per rule, as Snakemake
-    parsed them (its ResourceSettings: `workflow.resource_settings`); a value may list several, comma-separated,
-    as sbatch's -p does."""
-    sources = [("default-resources", None, default_resources or {})]
-    sources += [(f"set-resources: {rule}", rule, res) for rule, res in (overwrite_resources or {}).items()]
+    """(key, partition) of every slurm_partition in default-resources and in set-resources per rule
+    (`_resource_sources`); a value may list several, comma-separated, as sbatch's -p does."""
     found = []
-    for where, rule, resources in sources:
+    for where, rule, resources in _resource_sources(default_resources, overwrite_resources):
         if PARTITION not in resources:
             continue
         value = _value(resources[PARTITION], rule)
