@@ -44,6 +44,7 @@ from hardex.tasks import get_task
 from hardex.report import plan as report_plan
 from hardex.selection import RunName
 from hardex.report.tables import TABLES
+from hardex.report.recommend import TITLE as RECOMMEND_TITLE
 from hardex.report.headline import fresh_headline
 from hardex.report.looks import deciding_comparisons
 from hardex.selection import tier_values

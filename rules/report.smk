@@ -13,6 +13,7 @@ localrules:
     report_regression,
     report_figures,
     report_figure_pool,
+    report_recommend,
 
 
 rule report_tables:
@@ -124,6 +125,8 @@ rule report_figures:
         regression=layout.REGRESSION,
         budget=layout.fill(layout.TABLE, name="rollout_budget", ext="csv"),
         pass_at_k=layout.fill(layout.TABLE, name="pass_at_k", ext="csv"),
+        headline=layout.fill(layout.TABLE, name="headline", ext="csv"),
+        gain_curve=layout.fill(layout.TABLE, name="gain_curve", ext="csv"),
         reference=REFERENCE_FILE,
     output:
         figure_outputs(
@@ -168,3 +171,26 @@ rule report_figure_pool:
         provenance=PROVENANCE,
     script:
         "../scripts/report_figures.py"
+
+
+rule report_recommend:
+    """Which subset to train on, predicted from the probe alone (hardex.report.recommend): needs no
+    training, so `snakemake results/tables/recommend.md` runs only data, probe and selection.
+    """
+    input:
+        probes=PROBE_FILES,
+        subsets=SUBSET_FILES,
+    output:
+        table_output("recommend", RECOMMEND_TITLE),
+        every(layout.TABLE, name="recommend", ext=["md", "csv", "tex"]),
+    log:
+        "logs/report/recommend.log",
+    conda:
+        "../envs/analysis.yaml"
+    params:
+        generations=GROUP_SIZES,
+        decimals=REPORT["tables"]["decimals"],
+        provenance=PROVENANCE,
+        banner=BANNER,
+    script:
+        "../scripts/report_recommend.py"

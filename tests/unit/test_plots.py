@@ -176,8 +176,13 @@ def test_one_call_draws_every_figure_its_paths_name(tmp_path):
     budget = tables.rollout_budget(tables.gain_table(res, n_boot=50, summary=summary), counted, probes)
     budget.write_csv(tmp_path / "rollout_budget.csv")
     sharpening.pass_at_k_table(res, n_boot=50).write_csv(tmp_path / "pass_at_k.csv")
+    probes, subsets = loading.load_pool(f["probes"], f["subsets"])
+    built = tables.build_tables(res, probes, subsets, n_boot=50)
+    built["headline"][0].write_csv(tmp_path / "headline.csv")
+    built["gain_curve"][0].write_csv(tmp_path / "gain_curve.csv")
     inputs = {**f, "models": [], "regression": tmp_path / "regression.json", "budget": tmp_path / "rollout_budget.csv",
-              "pass_at_k": tmp_path / "pass_at_k.csv"}
+              "pass_at_k": tmp_path / "pass_at_k.csv", "headline": tmp_path / "headline.csv",
+              "gain_curve": tmp_path / "gain_curve.csv"}
     params = {"benchmarks": BENCHMARKS, "pass_k": PASS_K, "stats": {"ci_level": 0.95, "iterations": 50, "seed": 0},
               "style": STYLE, "reference": "hard_examples_published", "names": NAMES,
               "generations": {m: 4 for m in BASE_ACC}, "sizes_b": {m: 1.0 + i for i, m in enumerate(BASE_ACC)},

@@ -19,7 +19,7 @@ from hardex.report.tables import TABLES
 from tests.support import ROOT, SMOKE
 
 EVERY_RUN = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute",
-             "pass_at_k"]
+             "pass_at_k", "gain_curve"]
 
 
 def checked(path=SMOKE, **changes) -> dict:
@@ -33,8 +33,8 @@ def preset(name: str) -> dict:
 
 
 def test_a_config_draws_capacity_only_when_it_compares_models_and_tier_curves_only_with_tier_strategies():
-    assert list(plan.figures(checked())) == EVERY_RUN  # one model, no tier strategy
-    assert list(plan.figures(preset("cpu_study"))) == [*EVERY_RUN, "capacity"]  # two models
+    assert list(plan.figures(checked())) == EVERY_RUN  # one model, one task, no tier strategy
+    assert list(plan.figures(preset("cpu_study"))) == [*EVERY_RUN, "capacity", "across_tasks"]  # two of each
     assert list(plan.figures(preset("cpu_tiers"))) == [*EVERY_RUN, "capacity", "tier_curves"]
 
 
@@ -51,7 +51,8 @@ def test_the_report_targets_are_every_table_the_regression_and_every_figure_in_e
     cfg = checked(report={"figures": {"formats": ["png", "svg"]}})
     tables = [f"results/tables/{n}.{ext}" for n in [*TABLES, "compute"] for ext in ("md", "csv", "tex", "html")]
     figures = [f"results/figures/{n}.{ext}" for n in EVERY_RUN for ext in ("png", "svg")]
-    assert plan.report_targets(cfg, TABLES) == tables + ["results/regression.json"] + figures
+    recommend = [f"results/tables/recommend.{ext}" for ext in ("md", "csv", "tex", "html")]
+    assert plan.report_targets(cfg, TABLES) == tables + ["results/regression.json"] + figures + recommend
     assert plan.figure_formats(cfg) == ["svg"]
     # the schema's default: PNG (for the HTML report) and PDF
     assert plan.figure_formats(checked()) == ["pdf"]

@@ -34,8 +34,12 @@ def test_the_subsets_are_chosen_by_the_imported_rates_without_a_model(tmp_path):
     cfg = imported_config(tmp_path)
     write_rates(tmp_path / "rates.csv", [{"id": i, "samples": 8, "successes": SUCCESSES[i], "source": "verl"}
                                          for i in reversed(IDS)])
-    res = snakemake(tmp_path, "--cores", "2", "results/figures/pool_pass_rates.png", forked=True)
+    res = snakemake(tmp_path, "--cores", "2", "results/figures/pool_pass_rates.png", "results/tables/recommend.md",
+                    forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "rule train" not in res.stdout + res.stderr  # the recommendation, like the pool figure, trains nothing
+    recommend = (tmp_path / "results/tables/recommend.md").read_text()
+    assert "tiny on swaps: train on " in recommend and "Predicted from the probe alone" in recommend
     assert "rule probe_from_file" in res.stdout + res.stderr and "rule probe:" not in res.stdout + res.stderr
     assert not (tmp_path / "results/models").exists()  # no model was built to be sampled
     assert "pass rates imported from rates.csv (tasks.swaps.probe.from)" in res.stderr  # the planning notice

@@ -17,7 +17,8 @@ from tests.support import snakemake
 
 pytestmark = pytest.mark.slow
 
-FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute", "pass_at_k"]
+FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute", "pass_at_k",
+           "gain_curve"]
 FIGURE_RULES = {"report_figures", "report_figure_pool"}  # every figure in one job, but the pool's (needs no training)
 
 
@@ -28,7 +29,7 @@ def _planned_rules(output: str) -> set[str]:
 
 
 def test_report_outputs_exist(smoke_run):
-    for name in [*TABLES, "compute"]:
+    for name in [*TABLES, "compute", "recommend"]:
         for ext in TABLE_FORMATS:
             path = smoke_run / f"results/tables/{name}.{ext}"
             assert path.exists() and path.stat().st_size > 0, path
@@ -104,7 +105,7 @@ def test_html_report(smoke_run, tmp_path):
     assert out.stat().st_size > 100_000
     for name in FIGURES:
         assert f"{name}.png" in html
-    for name in [*TABLES, "compute"]:
+    for name in [*TABLES, "compute", "recommend"]:
         assert f"{name}.html" in html
 
 

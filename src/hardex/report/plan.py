@@ -31,8 +31,10 @@ FIGURE_LABELS = {
     "zero_std_share": "groups without learning signal",
     "gain_vs_compute": "gain against compute",
     "pass_at_k": "pass@k against k",
+    "gain_curve": "gain at every checkpoint",
     "capacity": "gain by model capacity",
     "tier_curves": "accuracy per tier during training",
+    "across_tasks": "gain per task and strategy",
 }
 # the one figure that needs no training (its own rule, report_figure_pool); report_figures draws the others
 POOL_FIGURE = "pool_pass_rates"
@@ -43,12 +45,15 @@ FIGURE_CAPTION = "../report/figures/{name}.rst"
 
 def figures(cfg: dict) -> dict[str, str]:
     """The figures of the config -> their labels: every figure, but gain by model capacity only where the config
-    compares models, and accuracy per tier only where it has paper 2's tier strategies."""
-    drawn = [name for name in FIGURE_LABELS if name not in ("capacity", "tier_curves")]
+    compares models, accuracy per tier only where it has paper 2's tier strategies, and the tasks side by side only
+    where it has several."""
+    drawn = [name for name in FIGURE_LABELS if name not in ("capacity", "tier_curves", "across_tasks")]
     if len(cfg["models"]) > 1:
         drawn.append("capacity")
     if any(parse_tier_strategy(s) for s in cfg["selection"]["strategies"]):
         drawn.append("tier_curves")
+    if len(cfg["tasks"]) > 1:
+        drawn.append("across_tasks")
     return {name: FIGURE_LABELS[name] for name in drawn}
 
 
@@ -77,6 +82,7 @@ def report_targets(cfg: dict, tables: Iterable[str]) -> list[str]:
         + [layout.REGRESSION]
         + figure_files(figures(cfg), ["png", *figure_formats(cfg)])
     )
+    targets += table_files(["recommend"])
     if seed_design(cfg):
         targets += table_files(["sequential"])
     return targets

@@ -578,6 +578,101 @@ def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], styl
         return save_figure(fig, paths, st)
 
 
+# ---- the gain over the base model at every checkpoint ----------------------------------------------------
+
+
+def plot_gain_curve(table: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """One panel per model x task: each strategy's gain over the base model (points) against training step, from
+    0 at step 0 (the base model) through every checkpoint it saved, its t-interval over seeds as a band; control
+    runs dashed or dotted in their strategy's colour. `table` is the gain_curve table (or its CSV); where it
+    holds several metrics, the first."""
+    st = _style(style)
+    if "metric" in table.columns and table.height:
+        table = table.filter(pl.col("metric") == table["metric"][0])
+    models = list(dict.fromkeys(table["model"])) if table.height else [""]
+    tasks = list(dict.fromkeys(table["task"])) if table.height else [""]
+    strategies = sorted(set(table["strategy"]), key=strategy_sort_key) if table.height else []
+    with plt.rc_context(_rc(st)):
+        fig, axes = _grid(models, tasks, st)
+        for i, model in enumerate(models):
+            for j, task in enumerate(tasks):
+                ax = axes[i][j]
+                sub = table.filter((pl.col("model") == model) & (pl.col("task") == task)) if table.height else table
+                ax.set_title(f"{model} · {task}")
+                ax.set_xlabel("training step (0 = base model)")
+                ax.set_ylabel("gain over the base model (points)")
+                if sub.height == 0:
+                    _no_data(ax, "no checkpoint evaluated")
+                    continue
+                for s in strategies:
+                    own = sub.filter(pl.col("strategy") == s).sort("step")
+                    if own.height == 0:
+                        continue
+                    steps, gains = [0, *own["step"]], [0.0, *own["gain"]]
+                    c = strategy_color(s, strategies)
+                    ax.plot(steps, gains, color=c, ls=strategy_linestyle(s), marker="o", ms=3.5, lw=1.8, label=s)
+                    if own["gain_ci_low"].is_not_null().all():
+                        ax.fill_between(steps, [0.0, *own["gain_ci_low"]], [0.0, *own["gain_ci_high"]], color=c,
+                                        alpha=0.12, lw=0)
+                ax.axhline(0, color="black", ls="--", lw=1.0)
+                ax.set_xlim(left=0)
+                _integer_steps(ax)
+        handles, labels = [], []
+        for row in axes:
+            for ax in row:
+                for h, label in zip(*ax.get_legend_handles_labels()):
+                    if label not in labels:
+                        handles.append(h), labels.append(label)
+        _legend_below(fig, handles, labels)
+        fig.suptitle("Gain over the base model at every checkpoint (bands: t-interval over seeds)")
+        return save_figure(fig, paths, st)
+
+
+# ---- every task of a study side by side ----------------------------------------------------------------
+
+
+def plot_across_tasks(headline: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """One panel per metric (and model): a row per task, each strategy's gain over the base model with the
+    headline's interval as a bar, a filled marker where the headline's verdict is a gain shown over several
+    seeds (an interval above zero), open otherwise; control runs left out (the headline reads each strategy
+    against its own). `headline` is the headline table (or its CSV), with or without its `metric` column."""
+    st = _style(style)
+    frame = headline if "metric" in headline.columns else headline.with_columns(pl.lit("sampled").alias("metric"))
+    panels = frame.select("metric", "model").unique(maintain_order=True).rows() if frame.height else []
+    strategies = sorted(set(frame["strategy"]), key=strategy_sort_key) if frame.height else []
+    tasks = list(dict.fromkeys(frame["task"])) if frame.height else []
+    with plt.rc_context(_rc(st)):
+        fig, axes = plt.subplots(1, max(1, len(panels)), squeeze=False, layout="constrained", sharey=True,
+                                 figsize=(st["panel_width"] * max(1, len(panels)),
+                                          0.45 * max(3, len(tasks)) * max(1, len(strategies)) ** 0.5 + 1.4))
+        offsets = np.linspace(-0.3, 0.3, len(strategies)) if len(strategies) > 1 else [0.0]
+        for ax, (metric, model) in zip(axes[0], panels):
+            rows = frame.filter((pl.col("metric") == metric) & (pl.col("model") == model))
+            for k, strategy in enumerate(strategies):
+                own = rows.filter(pl.col("strategy") == strategy)
+                for r in own.iter_rows(named=True):
+                    y = tasks.index(r["task"]) + offsets[k]
+                    lo, hi = r["gain_ci_low"], r["gain_ci_high"]
+                    known = lo is not None and hi is not None and lo == lo and hi == hi
+                    shown = known and r["n_seeds"] > 1 and lo > 0
+                    color = strategy_color(strategy, strategies)
+                    ax.errorbar([r["gain"]], [y], xerr=[[r["gain"] - lo], [hi - r["gain"]]] if known else None,
+                                color=color, marker=MARKERS[k % len(MARKERS)], markersize=7, capsize=2, lw=1.2,
+                                markerfacecolor=color if shown else "white", linestyle="none")
+            ax.axvline(0, color="0.3", lw=0.8)
+            ax.set_yticks(range(len(tasks)), tasks)
+            ax.set_xlabel(f"gain over the base model (points, {metric} accuracy)")
+            ax.set_title(f"{model}: {metric} accuracy")
+        axes[0][0].invert_yaxis()  # the first task on top (the panels share the axis: inverted once)
+        if not panels:
+            _no_data(axes[0][0], "no run finished")
+        handles = [Line2D([], [], color=strategy_color(s, strategies), marker=MARKERS[k % len(MARKERS)],
+                          linestyle="none", markersize=7) for k, s in enumerate(strategies)]
+        _legend_below(fig, handles, strategies)
+        fig.suptitle("Gain per task and strategy: filled where the gain is shown over several seeds, open where not")
+        return save_figure(fig, paths, st)
+
+
 # ---- sharpening against new solving: pass@k against k ----------------------------------------------------
 
 

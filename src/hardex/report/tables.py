@@ -16,6 +16,8 @@ from hardex.learnability import tie
 from hardex.metrics import accuracy_by_tier, expected_mixed, learnable_pct, sort_tiers, summarize
 from hardex.posterior import expected_mixed_posterior, with_posterior
 from hardex.report import AnalysisError
+from hardex.report.across_tasks import across_tasks_table, contrast_meta_analysis, recommendation_check
+from hardex.report.recommend import recommend_table
 from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
 from hardex.report.headline import DIFFERS, ONE_SEED, headline_table, interval_sign
 from hardex.report.reference import with_reference
@@ -799,6 +801,9 @@ TABLES = {
     "rescored": "Base and final accuracy rescored by every scorer of the task: form against skill",
     "pass_at_k": "pass@k of the base model at large k against each strategy's final checkpoint: sharpening against new solving",
     "power": "Seeds needed to tell each difference between strategies from zero (paired t, power analysis)",
+    "across_tasks": "Every task side by side: each pool's pass-rate profile and each strategy's gain with its verdict",
+    "hard_vs_easy": "Hard minus easy on every task, pooled over the tasks (random effects)",
+    "recommend_check": "The probe's recommendation checked leaving one task out, beside always hard and always random",
 }
 
 
@@ -855,10 +860,16 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         ref_note = (f" Published columns: the reference run with the same model, task and strategy "
                     f"(names mapped by report.reference_names); {matched} of {gains_out.height} rows matched.")
     metric_note = metrics_note(metrics)
+    headline_all, pairwise_all = by_metric(verdicts, "headline"), by_metric(verdicts, "pairwise")
+    contrast, contrast_note = contrast_meta_analysis(pairwise_all, probes, metrics, level=level)
+    check, check_note = (recommendation_check(headline_all, pairwise_all, recommend_table(subs), metrics, level=level)
+                         if group_sizes is not None else
+                         (pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8}),
+                          "Not checked: the report was built without the runs' group sizes."))
     headline_note = (metric_note + " " + verdicts[metrics[0]]["headline"][1]
                      + "".join(" " + d for d in metric_disagreements(verdicts)))
     return {
-        "headline": (by_metric(verdicts, "headline"), headline_note),
+        "headline": (headline_all, headline_note),
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
                                      f"paired bootstrap over test examples ({n_boot} resamples) with one; both treat "
@@ -935,6 +946,13 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
          "Not rescored: the completions were not rescored for this report (report.rescoring.rescored_table)."),
         "power": (by_metric(verdicts, "power"), power_note(power["power"], power["alpha"], power["max_seeds"])
                   + " " + metric_note),
+        "across_tasks": (across_tasks_table(headline_all, probes, metrics),
+                         "One row per metric x model x task: the pool's profile from the probe (pool: examples; "
+                         "never_solved_pct, always_solved_pct, mixed_pct: shares solved in none, all, some of the "
+                         "K samples), then each strategy's gain over the base model in points with the headline's "
+                         f"{pct} interval, verdict and seeds. " + metric_note),
+        "hard_vs_easy": (contrast, contrast_note + " " + metric_note),
+        "recommend_check": (check, check_note + " " + metric_note),
     }
 
 
