@@ -23,6 +23,6 @@ with job_log(snakemake) as log:
                           load_reference(p.reference), p.names, p.generations, load_overlaps(i.overlaps),
                           p.equivalence_margin, (rescored, RESCORED_NOTE), power=p.power, metrics=p.metrics)
     out_dir = {Path(f).stem: Path(f).parent for f in snakemake.output}
-    for name, (df, note) in tables.items():
-        write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals, banner=p.banner)
+    for name, (df, note, *layout) in tables.items():  # layout: the headline's columns and footnote
+        write_table(df, out_dir[name] / name, TABLES[name], note, p.decimals, banner=p.banner, **(layout or [{}])[0])
         log(f"{name}: {df.height} rows")

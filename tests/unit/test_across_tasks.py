@@ -126,3 +126,13 @@ def test_the_recommendation_ranks_candidate_subsets_by_their_predicted_learnable
     assert "within a point of random: the probe does not tell them apart" in note
     with pytest.raises(ValueError, match="group sizes"):
         recommend_table(subs.drop("expected_learnable_pct_posterior"))
+
+
+def test_no_subset_is_recommended_where_none_is_predicted_to_give_a_gradient():
+    subs = pl.DataFrame([{"model": "m", "task": "t", "strategy": s, "n_examples": 4, "mean_pass_rate": 0.0,
+                          "expected_learnable_pct": 0.0, "expected_learnable_pct_posterior": v, "tied_at": 0.0}
+                         for s, v in (("hard", 0.4), ("easy", 1.2))])
+    table = recommend_table(subs)
+    assert set(table["recommended"]) == {"none"} and table["strategy"].to_list() == ["easy", "hard"]
+    assert recommend_note(table).startswith("m on t: no subset is recommended: no candidate's GRPO groups are "
+                                            "predicted to mix in 5 % of steps")

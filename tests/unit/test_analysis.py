@@ -337,8 +337,8 @@ def test_build_and_write_tables_in_every_format(results, one_seed, tmp_path):
     built = tables.build_tables(results, probes, subsets, n_boot=200)
     assert set(built) == set(tables.TABLES)
     out = tmp_path / "tables"
-    for name, (df, note) in built.items():
-        written = render.write_table(df, out / name, tables.TABLES[name], note)
+    for name, (df, note, *layout) in built.items():
+        written = render.write_table(df, out / name, tables.TABLES[name], note, **(layout or [{}])[0])
         assert sorted(p.suffix for p in written) == [".csv", ".html", ".md", ".tex"]
     md = (out / "accuracy_gain.md").read_text()
     assert md.startswith("## Accuracy gain") and "| gain CI |" in md and "[" in md

@@ -176,3 +176,33 @@ def test_one_seed_intervals_do_not_depend_on_the_order_of_the_result_rows():
         gains = tables.gain_beyond_controls(tables.gain_table(r, summary=summary, n_boot=200), summary, r, n_boot=200)
         tables_of.append((gains, headline_table(gains, tables.pairwise_table(r, summary, n_boot=200))[0]))
     assert tables_of[0][0].equals(tables_of[1][0]) and tables_of[0][1].equals(tables_of[1][1])
+
+
+def _answer(final) -> str:
+    from hardex.report.headline import answer_lines
+
+    res = results(final)
+    summary = tables.run_summary(res)
+    gains = tables.gain_beyond_controls(tables.gain_table(res, summary=summary, n_boot=200), summary, res, n_boot=200)
+    df, _ = headline_table(gains, tables.pairwise_table(res, summary, n_boot=200))
+    (line,) = answer_lines(df, "sampled")
+    return line
+
+
+def test_the_answer_line_names_the_strategy_to_train_on_only_where_its_gain_and_lead_are_shown():
+    # as above: full gains beyond its control and leads random after Holm's correction, over 3 seeds
+    final = {("full", s): r for s, r in enumerate([9, 10, 10])}
+    final |= {("full_format", s): r for s, r in enumerate([6, 6, 7])} | {("random", s): r for s, r in enumerate([7, 7, 8])}
+    line = _answer(final)
+    assert line.startswith("**m on t: train on full.** It gained +46.7 [") and "of sampled accuracy" in line
+    assert "beyond its control full_format (shown)" in line and line.endswith("after Holm's correction (3 seeds).")
+    # four strategies whose leads Holm does not keep: none is named
+    final = {(s, seed): r for s, by_seed in {"hard": [6, 8, 6, 8], "easy": [8, 6, 8, 6], "random": [8, 8, 8, 8],
+                                             "full": [9, 10, 9, 9]}.items() for seed, r in enumerate(by_seed)}
+    line = _answer(final)
+    assert line.startswith("**m on t: no strategy is shown better than the others** (4 seeds, sampled accuracy): "
+                           "full gained most")
+    assert "its lead over hard, easy, random is not shown after Holm's correction" in line
+    # one seed: nothing is shown, and the line says why
+    line = _answer({("full", 0): 7, ("random", 0): 6})
+    assert line.startswith("**m on t: no gain is shown** (one seed: intervals over these questions only, sampled")

@@ -54,10 +54,17 @@ def test_report_outputs_exist(smoke_run):
 def test_the_report_opens_with_the_headline_and_the_run_ends_by_printing_it(smoke_run, smoke_copy):
     assert next(iter(TABLES)) == "headline"
     headline = (smoke_run / "results/tables/headline.md").read_text()
-    assert headline.startswith("## Headline: which strategy gained how much beyond form")
-    assert " gained most, " in headline and "| verdict |" in headline
+    assert headline.startswith("## Headline: which strategy gained how much beyond form\n\n**tiny on swaps: ")
+    # the answer, then the compact table, then the full reading and the definitions
+    answer, table, rest = headline.index("**tiny on swaps"), headline.index("| model |"), headline.rindex("tiny on swaps: ")
+    assert answer < table and "| verdict |" in headline and "| behind_best |" not in headline
+    assert headline.index("learnable_pct: the share") > table
+    # the run ends by printing the answer and its table, which fit one screen, and says where the rest is
     printed = (smoke_run / "snakemake.stderr").read_text()
-    assert f"hardex: results/tables/headline.md\n\n{headline}" in printed
+    shown = headline[:headline.rindex("|") + 1]
+    assert f"hardex: results/tables/headline.md\n\n{shown}\n\n(the full reading" in printed
+    assert "learnable_pct: the share" not in printed.split("hardex: results/tables/headline.md")[1]
+    assert len(shown.splitlines()) <= 40 and rest > table
     # a later run that rebuilds nothing prints no stale headline
     again = snakemake(smoke_copy, "--cores", "1")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

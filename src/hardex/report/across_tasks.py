@@ -62,7 +62,7 @@ def across_tasks_table(headline: pl.DataFrame, probes: pl.DataFrame, metrics: Se
             for r in cell.iter_rows(named=True):
                 interval = ("" if r["gain_ci_low"] is None or r["gain_ci_low"] != r["gain_ci_low"]
                             else f" [{r['gain_ci_low']:+.1f}, {r['gain_ci_high']:+.1f}]")
-                row[r["strategy"]] = f"{r['gain']:+.1f}{interval} {r['verdict']} ({r['n_seeds']} seeds)"
+                row[r["strategy"]] = f"{r['gain']:+.1f}{interval} {r['verdict']} ({r['n_seeds']} seed{'s' if r['n_seeds'] != 1 else ''})"
             rows.append(row)
     schema = {"metric": pl.Utf8, "model": pl.Utf8, "task": pl.Utf8, **{s: pl.Utf8 for s in strategies}}
     table = pl.DataFrame(rows, schema=schema)

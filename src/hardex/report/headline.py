@@ -27,6 +27,9 @@ COLUMNS = ["model", "task", "strategy", "n_seeds", "interval", "gain", "gain_ci_
            "control", "control_learnable_pct", "beyond_form", "beyond_form_ci_low", "beyond_form_ci_high",
            "behind_best", "behind_best_ci_low", "behind_best_ci_high", "behind_best_verdict", "verdict"]
 TEXT = ("model", "task", "strategy", "interval", "control", "behind_best_verdict", "verdict")
+#: what the headline's Markdown and HTML show, read at a glance (its CSV keeps every column)
+COMPACT = ["model", "task", "metric", "strategy", "n_seeds", "gain", "gain_ci_low", "gain_ci_high", "control",
+           "beyond_form", "beyond_form_ci_low", "beyond_form_ci_high", "verdict"]
 
 
 def interval_sign(low: float | None, high: float | None) -> int:
@@ -206,4 +209,39 @@ def fresh_headline(path, since: float) -> str | None:
     path = Path(path)
     if not path.is_file() or path.stat().st_mtime < since:
         return None
-    return f"hardex: {path}\n\n{path.read_text()}"
+    lines = path.read_text().splitlines()
+    end = max((i for i, line in enumerate(lines) if line.startswith("|")), default=len(lines) - 1)
+    # the answer and its table: one screen; the full reading and the definitions stay in the file
+    return f"hardex: {path}\n\n" + "\n".join(lines[:end + 1]) + f"\n\n(the full reading and what each column means: {path})\n"
+
+
+def answer_lines(headline: pl.DataFrame, metric: str) -> list[str]:
+    """The headline's first lines, one per model x task, in plain words: which strategy to train on, or that
+    none is shown better (or no gain at all), by how much in `metric` accuracy, beyond which control, over how
+    many seeds. From the headline table of that metric (`headline_table`)."""
+    lines = []
+    for (model, task), cell in headline.group_by(["model", "task"], maintain_order=True):
+        rows = list(cell.iter_rows(named=True))
+        best = next((r for r in rows if r["behind_best"] is None and r["behind_best_verdict"] is None),
+                    max(rows, key=lambda r: r["gain"]))
+        n = best["n_seeds"]
+        seeds = f"{ONE_SEED}: intervals over these questions only" if n == 1 else f"{n} seeds"
+        gain = f"{_pm(best['gain'], best['gain_ci_low'], best['gain_ci_high'])} points"
+        beyond = _beyond(best)
+        others = [r for r in rows if r is not best]
+        behind = [r["strategy"] for r in others
+                  if not ((r["behind_best_verdict"] or "").startswith(DIFFERS) and (r["behind_best"] or 0) > 0)]
+        shown = n > 1 and interval_sign(best["gain_ci_low"], best["gain_ci_high"]) > 0
+        head = f"**{model} on {task}"
+        if shown and others and not behind:
+            lines.append(f"{head}: train on {best['strategy']}.** It gained {gain} of {metric} accuracy over the base "
+                         f"model{beyond}, ahead of every other strategy after Holm's correction ({seeds}).")
+        elif shown:
+            lead = (f"but its lead over {', '.join(behind)} is not shown after Holm's correction" if others else
+                    "the only strategy that ran")
+            lines.append(f"{head}: no strategy is shown better than the others** ({seeds}, {metric} accuracy): "
+                         f"{best['strategy']} gained most, {gain}{beyond}, {lead}.")
+        else:
+            lines.append(f"{head}: no gain is shown** ({seeds}, {metric} accuracy): {best['strategy']} gained most, "
+                         f"{gain}{beyond}; no lead is read after Holm's correction.")
+    return lines

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from hardex.learnability import MIN_EXPECTED_MIXED
 from hardex.selection import RunName
 
 TITLE = "Which subset to train on, predicted from the probe before any training"
@@ -36,8 +37,17 @@ def candidates(subsets_table: pl.DataFrame) -> pl.DataFrame:
     return subsets_table.filter(pl.Series(keep, dtype=pl.Boolean))
 
 
+def _no_gradient(rows: list[dict]) -> bool:
+    """Whether even the best candidate's groups are predicted to mix less often than learnability's floor."""
+    return (rows[0]["predicted_learnable_pct"] or 0.0) < 100 * MIN_EXPECTED_MIXED
+
+
 def _reason(rows: list[dict]) -> str:
     best, rest = rows[0], rows[1:]
+    if _no_gradient(rows):
+        return (f"no candidate's GRPO groups are predicted to mix in {100 * MIN_EXPECTED_MIXED:.0f} % of steps at the "
+                f"base model (the most: {best['strategy']} {best['predicted_learnable_pct']:.0f} %): none would give "
+                "GRPO a gradient, whichever is picked")
     text = (f"its subset's GRPO groups are expected to mix {best['predicted_learnable_pct']:.0f} % of the time "
             f"at the base model")
     if rest:
@@ -61,15 +71,16 @@ def recommend_table(subsets_table: pl.DataFrame) -> pl.DataFrame:
         ranked = [{"strategy": r["strategy"], "n_examples": r["n_examples"], "mean_pass_rate": r["mean_pass_rate"],
                    "predicted_learnable_pct": r[PREDICTION], "predicted_learnable_pct_raw": r["expected_learnable_pct"],
                    "tied_at": r.get("tied_at")} for r in ranked]
-        reason = _reason(ranked)
-        rows += [{"model": model, "task": task, "rank": i + 1, **r, "recommended": ranked[0]["strategy"],
-                  "reason": reason} for i, r in enumerate(ranked)]
+        reason, pick = _reason(ranked), "none" if _no_gradient(ranked) else ranked[0]["strategy"]
+        rows += [{"model": model, "task": task, "rank": i + 1, **r, "recommended": pick, "reason": reason}
+                 for i, r in enumerate(ranked)]
     return pl.DataFrame(rows, schema=COLUMNS)
 
 
 def recommend_note(table: pl.DataFrame) -> str:
     """The recommendation table's note: one sentence per model x task, then what the columns are."""
-    sentences = [f"{r['model']} on {r['task']}: train on {r['recommended']}: {r['reason']}."
+    sentences = [f"{r['model']} on {r['task']}: " + (f"train on {r['recommended']}: " if r["recommended"] != "none"
+                                                     else "no subset is recommended: ") + f"{r['reason']}."
                  for r in table.filter(pl.col("rank") == 1).iter_rows(named=True)]
     return (" ".join(sentences) + (" " if sentences else "No candidate subset (every strategy is the full pool "
                                                          "or a control). ")

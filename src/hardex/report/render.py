@@ -56,7 +56,9 @@ def _display(df: pl.DataFrame, decimals: int) -> tuple[list[str], list[list[str]
     return header, cells
 
 
-def to_markdown(df: pl.DataFrame, decimals: int = 2, title: str | None = None, note: str | None = None) -> str:
+def to_markdown(df: pl.DataFrame, decimals: int = 2, title: str | None = None, note: str | None = None,
+                footnote: str | None = None) -> str:
+    """Title, note, the table, then the footnote (what the columns mean, for a table whose note is its answer)."""
     header, cells = _display(df, decimals)
     lines = [f"## {title}", ""] if title else []
     if note:
@@ -65,6 +67,8 @@ def to_markdown(df: pl.DataFrame, decimals: int = 2, title: str | None = None, n
     lines.append("|" + "|".join("---:" if all(_numeric(c[i]) for c in cells) and cells else "---"
                                 for i in range(len(header))) + "|")
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in cells]
+    if footnote:
+        lines += ["", footnote]
     return "\n".join(lines) + "\n"
 
 
@@ -99,7 +103,8 @@ def to_latex(df: pl.DataFrame, decimals: int = 2, caption: str | None = None, la
     return "\n".join(out) + "\n"
 
 
-def to_html(df: pl.DataFrame, decimals: int = 2, title: str | None = None, note: str | None = None) -> str:
+def to_html(df: pl.DataFrame, decimals: int = 2, title: str | None = None, note: str | None = None,
+            footnote: str | None = None) -> str:
     """A standalone HTML page (the Snakemake report shows HTML, not CSV, inline)."""
     import html
 
@@ -114,16 +119,21 @@ def to_html(df: pl.DataFrame, decimals: int = 2, title: str | None = None, note:
              "th,td{border-bottom:1px solid #ccc;padding:3px 8px}th{background:#f0f0f0;text-align:left}"
              "td.num{text-align:right;font-variant-numeric:tabular-nums}")
     head = f"<h3>{html.escape(title)}</h3>" if title else ""
-    para = f"<p>{html.escape(note)}</p>" if note else ""
+    para = "".join(f"<p>{html.escape(part)}</p>" for part in (note or "").split("\n\n") if part)
+    foot = "".join(f"<p>{html.escape(part)}</p>" for part in (footnote or "").split("\n\n") if part)
     return (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title or '')}</title>"
             f"<style>{style}</style></head><body>{head}{para}<table><thead><tr>{th}</tr></thead>"
-            f"<tbody>{body}</tbody></table></body></html>\n")
+            f"<tbody>{body}</tbody></table>{foot}</body></html>\n")
 
 
 def write_table(df: pl.DataFrame, stem: str | Path, title: str, note: str | None = None, decimals: int = 2,
-                formats: Sequence[str] = TABLE_FORMATS, banner: str | None = None) -> list[Path]:
-    """Write stem.md / .csv / .tex / .html (atomically); CSV keeps full precision for tools. A banner (a
-    rehearsal's: its numbers are not results) leads the title."""
+                formats: Sequence[str] = TABLE_FORMATS, banner: str | None = None, columns: Sequence[str] | None = None,
+                footnote: str | None = None) -> list[Path]:
+    """Write stem.md / .csv / .tex / .html (atomically); CSV keeps full precision for tools and every column.
+    A banner (a rehearsal's: its numbers are not results) leads the title. `columns`: the ones the Markdown,
+    LaTeX and HTML show (those present; every one where None), for a table read at a glance whose CSV holds
+    more; `footnote`: text after the table (the note is then its answer, the footnote its definitions)."""
+    shown = df.select([c for c in columns if c in df.columns]) if columns is not None else df
     stem = Path(stem)
     title = f"{banner}. {title}" if banner else title
     written = []
@@ -132,11 +142,12 @@ def write_table(df: pl.DataFrame, stem: str | Path, title: str, note: str | None
         if fmt == "csv":
             text = df.write_csv(float_precision=6)
         elif fmt == "md":
-            text = to_markdown(df, decimals, title, note)
+            text = to_markdown(shown, decimals, title, note, footnote)
         elif fmt == "tex":
-            text = to_latex(df, decimals, caption=title + (f". {note}" if note else ""), label=f"tab:{stem.name}")
+            caption = title + "".join(f". {t}" for t in (note, footnote) if t)
+            text = to_latex(shown, decimals, caption=caption, label=f"tab:{stem.name}")
         elif fmt == "html":
-            text = to_html(df, decimals, title, note)
+            text = to_html(shown, decimals, title, note, footnote)
         else:
             raise AnalysisError(f"unknown table format {fmt!r}; known: {', '.join(TABLE_FORMATS)}")
         write_text_atomic(text, path)

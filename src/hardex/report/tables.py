@@ -19,7 +19,7 @@ from hardex.report import AnalysisError
 from hardex.report.across_tasks import across_tasks_table, contrast_meta_analysis, recommendation_check
 from hardex.report.recommend import recommend_table
 from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
-from hardex.report.headline import DIFFERS, ONE_SEED, headline_table, interval_sign
+from hardex.report.headline import COMPACT, DIFFERS, ONE_SEED, answer_lines, headline_table, interval_sign
 from hardex.report.reference import with_reference
 from hardex.report.loading import METRICS, Results, load_overlaps
 from hardex.report.sharpening import pass_at_k_note, pass_at_k_table
@@ -814,8 +814,9 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                  margin: float = EQUIVALENCE_MARGIN, rescored: tuple[pl.DataFrame, str] | None = None,
                  power: dict[str, Any] | None = None, metrics: Sequence[str] = ("sampled",)
                  ) -> dict[str, tuple[pl.DataFrame, str]]:
-    """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given;
-    the learnable % expected from the probe beside the measured one when `group_sizes` (model -> G) is;
+    """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given; the
+    headline's entry has a third element, how it is written (`render.write_table`'s columns and footnote: its
+    note is the answer, its footnote the full reading and the definitions); the learnable % expected from the probe beside the measured one when `group_sizes` (model -> G) is;
     `margin`: report.equivalence_margin, in points, of the catch-up and pairwise tables' equivalence tests;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
     `power` is the config's report.power (power, alpha, max_seeds) for the power table; `metrics`
@@ -866,10 +867,13 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                          if group_sizes is not None else
                          (pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8}),
                           "Not checked: the report was built without the runs' group sizes."))
-    headline_note = (metric_note + " " + verdicts[metrics[0]]["headline"][1]
-                     + "".join(" " + d for d in metric_disagreements(verdicts)))
+    # the answer first (the first metric's, and where another metric disagrees), then the compact table, then
+    # the full reading and what the columns mean
+    answer = "\n\n".join([*answer_lines(verdicts[metrics[0]]["headline"][0], metrics[0]),
+                           *metric_disagreements(verdicts)])
+    headline_layout = {"columns": COMPACT, "footnote": metric_note + " " + verdicts[metrics[0]]["headline"][1]}
     return {
-        "headline": (headline_all, headline_note),
+        "headline": (headline_all, answer, headline_layout),
         "accuracy_gain": (gains_out, f"Accuracy in % on each task's first (in-distribution) benchmark; gain in points "
                                      f"(final checkpoint minus base model). {pct} interval: t over seeds with >1 seed, "
                                      f"paired bootstrap over test examples ({n_boot} resamples) with one; both treat "
