@@ -19,7 +19,7 @@ from hardex.report.tables import TABLES
 from tests.support import ROOT, SMOKE
 
 EVERY_RUN = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute",
-             "pass_at_k", "gain_curve"]
+             "pass_at_k", "gain_curve", "training_dynamics"]
 
 
 def checked(path=SMOKE, **changes) -> dict:

@@ -18,7 +18,7 @@ from tests.support import snakemake
 pytestmark = pytest.mark.slow
 
 FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute", "pass_at_k",
-           "gain_curve"]
+           "gain_curve", "training_dynamics"]
 FIGURE_RULES = {"report_figures", "report_figure_pool"}  # every figure in one job, but the pool's (needs no training)
 
 

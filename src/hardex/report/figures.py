@@ -94,6 +94,11 @@ def pass_at_k(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     return plots.plot_pass_at_k(pl.read_csv(src.inputs["pass_at_k"]), paths, src.style)
 
 
+def training_dynamics(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
+    """Reward, mixed groups, completion length and KL over the steps of every run."""
+    return plots.plot_training_dynamics(load_steps(src.inputs["steps"]), paths, src.style)
+
+
 def gain_curve(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     """Each strategy's gain over the base model at every checkpoint, from the gain_curve table."""
     return plots.plot_gain_curve(pl.read_csv(src.inputs["gain_curve"]), paths, src.style)
@@ -107,7 +112,7 @@ def across_tasks(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
 # figure name (the file's stem in results/figures/) -> the function that draws it
 FIGURES: dict[str, Callable[[Sources, Sequence[str | Path]], list[Path]]] = {
     f.__name__: f for f in (accuracy_curves, tier_curves, learnable_vs_gain, pool_pass_rates, capacity,
-                            zero_std_share, gain_vs_compute, pass_at_k, gain_curve, across_tasks)}
+                            zero_std_share, gain_vs_compute, pass_at_k, gain_curve, training_dynamics, across_tasks)}
 
 
 def draw_figures(paths: Sequence[str | Path], inputs: Mapping[str, Any], params: Mapping[str, Any],

@@ -32,6 +32,7 @@ FIGURE_LABELS = {
     "gain_vs_compute": "gain against compute",
     "pass_at_k": "pass@k against k",
     "gain_curve": "gain at every checkpoint",
+    "training_dynamics": "reward, mixed groups, length and KL during training",
     "capacity": "gain by model capacity",
     "tier_curves": "accuracy per tier during training",
     "across_tasks": "gain per task and strategy",

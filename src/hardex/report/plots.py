@@ -454,6 +454,57 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
 
 
 
+# ---- what happened during training ------------------------------------------------------------------------
+
+#: steps.parquet column -> (panel title, scale to show it in); KL only where some run trained with beta > 0
+DYNAMICS = {"reward_mean": ("mean reward", 1.0), "mixed": ("groups with mixed rewards (%)", 100.0),
+            "completion_length": ("completion length (tokens)", 1.0), "kl": ("KL to the reference", 1.0)}
+
+
+def plot_training_dynamics(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """One row per model x task, one panel per quantity of each run's steps.parquet: mean reward, the share of
+    groups whose rewards mixed (the ones with a gradient), mean completion length and, where any run recorded a
+    nonzero one, KL to the reference; per strategy the mean over seeds (one line; control runs dashed or dotted)
+    with the range over seeds shaded. `steps` is `report.loading.load_steps`."""
+    st = _style(style)
+    steps = steps.with_columns((1 - pl.col("frac_zero_std")).alias("mixed")) if steps.height else steps
+    shown = [c for c in DYNAMICS if c in steps.columns and (c != "kl" or (steps["kl"].fill_null(0).abs() > 0).any())]
+    cells = steps.select("model", "task").unique(maintain_order=True).rows() if steps.height else []
+    strategies = sorted(set(steps["strategy"]), key=strategy_sort_key) if steps.height else []
+    with plt.rc_context(_rc(st)):
+        fig, axes = plt.subplots(max(1, len(cells)), max(1, len(shown)), squeeze=False, layout="constrained",
+                                 figsize=(0.8 * st["panel_width"] * max(1, len(shown)),
+                                          0.8 * st["panel_height"] * max(1, len(cells)) + 0.9))
+        used = {}
+        for i, (model, task) in enumerate(cells):
+            sub = steps.filter((pl.col("model") == model) & (pl.col("task") == task))
+            for j, col in enumerate(shown):
+                ax = axes[i][j]
+                title, scale = DYNAMICS[col]
+                ax.set_title(f"{model} · {task}: {title}" if j == 0 else title)
+                ax.set_xlabel("training step")
+                for s in strategies:
+                    g = sub.filter(pl.col("strategy") == s)
+                    if g.height == 0:
+                        continue
+                    m = g.group_by("step").agg((scale * pl.col(col)).mean().alias("m"), (scale * pl.col(col)).min()
+                                               .alias("lo"), (scale * pl.col(col)).max().alias("hi"),
+                                               pl.col("seed").n_unique().alias("k")).sort("step")
+                    c = strategy_color(s, strategies)
+                    (line,) = ax.plot(m["step"], m["m"], color=c, ls=strategy_linestyle(s), lw=1.6, label=s)
+                    if int(m["k"].max()) > 1:
+                        ax.fill_between(m["step"], m["lo"], m["hi"], color=c, alpha=0.12, lw=0)
+                    used.setdefault(s, line)
+                _integer_steps(ax)
+        if not cells:
+            _no_data(axes[0][0], "no training steps")
+        handles = [used[s] for s in strategies if s in used]
+        handles.append(Patch(color="0.5", alpha=0.3, label="range over seeds"))
+        _legend_below(fig, handles, [h.get_label() for h in handles])
+        fig.suptitle("Training dynamics per run: lines are the mean over seeds")
+        return save_figure(fig, paths, st)
+
+
 # ---- gain and learnable % against model capacity ----------------------------------------------------
 
 
