@@ -533,7 +533,8 @@ if DESIGN:
     def STEPS_FILES(wildcards):
         return design_files(layout.STEPS)
 
-    def SUBSET_FILES(wildcards):
+    def design_subsets(batches=None):
+        """The subsets the design's runs train on (of its first `batches` batches; all by default)."""
         return sorted(
             {
                 layout.fill(
@@ -543,14 +544,21 @@ if DESIGN:
                     strategy=RunName.parse(s).strategy,
                     seed=seed,
                 )
-                for m, t, s, seed in design_runs()
+                for m, t, s, seed in design_runs(batches)
             }
         )
+
+    def SUBSET_FILES(wildcards):
+        return design_subsets()
+
+    # the first batch's subsets exist before any run trains: what a prediction from the probe alone reads
+    # (the whole design's would wait for every look, and so for the first batch's training)
+    FIRST_SUBSET_FILES = design_subsets(1)
 
 else:
     EVAL_FILES = every(layout.EVAL_RUN)
     STEPS_FILES = every(layout.STEPS)
-    SUBSET_FILES = every(layout.SUBSET, strategy=STRATEGIES)
+    SUBSET_FILES = FIRST_SUBSET_FILES = every(layout.SUBSET, strategy=STRATEGIES)
 
 
 # the params the report rules share: the captions' provenance, benchmarks and pass@k, the statistics' settings,

@@ -158,7 +158,7 @@ rule report_figure_pool:
     """
     input:
         probes=PROBE_FILES,
-        subsets=SUBSET_FILES,
+        subsets=FIRST_SUBSET_FILES,
     output:
         figure_outputs([report_plan.POOL_FIGURE]),
     log:
@@ -179,7 +179,7 @@ rule report_recommend:
     """
     input:
         probes=PROBE_FILES,
-        subsets=SUBSET_FILES,
+        subsets=FIRST_SUBSET_FILES,
     output:
         table_output("recommend", RECOMMEND_TITLE),
         every(layout.TABLE, name="recommend", ext=["md", "csv", "tex"]),

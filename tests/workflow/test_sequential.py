@@ -12,9 +12,9 @@ import yaml
 from tests.support import snakemake
 
 
-def planned_runs(workdir) -> set[tuple[str, str]]:
-    """(rule, wildcards) of the train and evaluate_run jobs a dry run plans."""
-    res = snakemake(workdir, "-n", "--cores", "1")
+def planned_runs(workdir, *targets) -> set[tuple[str, str]]:
+    """(rule, wildcards) of the train and evaluate_run jobs a dry run (of `targets`, or all) plans."""
+    res = snakemake(workdir, *targets, "-n", "--cores", "1")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     jobs, rule = set(), None
     for line in res.stdout.splitlines():
@@ -41,6 +41,9 @@ def test_a_look_sends_the_next_batch_only_to_the_runs_still_undecided(smoke_copy
     trained = {w for r, w in before if r == "train"}
     assert trained == {f"model=tiny, task=swaps, strategy={s}, seed=1" for s in ("hard", "random")}, before
     assert ("sequential_look", "look=1") in before
+    # the recommendation and the pool figure, from the probe alone, read the first batch's subsets: they wait for
+    # no look and no training
+    assert planned_runs(work, "results/tables/recommend.md", "results/figures/pool_pass_rates.png") == set()
 
     res = snakemake(work, "--cores", "2", "results/sequential/look1.json", forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
