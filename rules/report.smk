@@ -121,12 +121,15 @@ rule report_figures:
         evals=EVAL_FILES,
         bases=BASE_FILES,
         steps=STEPS_FILES,
+        probes=PROBE_FILES,  # the training_dynamics figure's predicted mixed share at step 0
+        subsets=SUBSET_FILES,
         models=BUILT_MODEL_DIRS,
         regression=layout.REGRESSION,
         budget=layout.fill(layout.TABLE, name="rollout_budget", ext="csv"),
         pass_at_k=layout.fill(layout.TABLE, name="pass_at_k", ext="csv"),
         headline=layout.fill(layout.TABLE, name="headline", ext="csv"),
         gain_curve=layout.fill(layout.TABLE, name="gain_curve", ext="csv"),
+        by_difficulty=layout.fill(layout.TABLE, name="gain_by_difficulty", ext="csv"),
         reference=REFERENCE_FILE,
     output:
         figure_outputs(
@@ -144,6 +147,7 @@ rule report_figures:
         reference=REPORT["reference"],
         names=REPORT["reference_names"],
         regression_strategies=REPORT["regression_strategies"],  # for a caption; the figure reads regression.json
+        generations=GROUP_SIZES,
         sizes_b=report_plan.model_sizes(config),
         # a stand-in counts as the model it stands in for: its config's size_b
         built=report_plan.counted_models(config),

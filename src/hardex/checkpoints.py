@@ -38,6 +38,7 @@ STEP_COLUMNS = {
     "loss": pl.Float64,
     "kl": pl.Float64,
     "completion_length": pl.Float64,
+    "frac_truncated": pl.Float64,  # share of the step's completions cut at grpo.max_completion_length
     "learning_rate": pl.Float64,
     "step_time": pl.Float64,
     "rollouts_generated": pl.Int64,  # completions sampled in the step, discarded ones included
@@ -53,6 +54,7 @@ TRL_KEYS = {
     "loss": "loss",
     "kl": "kl",
     "completions/mean_length": "completion_length",
+    "completions/clipped_ratio": "frac_truncated",
     "learning_rate": "learning_rate",
 }
 

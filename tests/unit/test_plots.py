@@ -147,17 +147,58 @@ def test_strategies_of_equal_cost_are_nudged_apart_and_others_stay():
     assert spread[0] < 19200.0 < spread[2] and all(b / a >= 1.03 for a, b in zip(spread, spread[1:]))
 
 
-def test_a_control_run_keeps_its_strategys_colour_and_takes_its_own_line():
-    from hardex.report.plots import strategy_color, strategy_linestyle
-
-    assert strategy_color("hard_shuffled") == strategy_color("hard") == strategy_color("hard_online")
-    styles = {strategy_linestyle(s) for s in ("hard", "hard_shuffled", "hard_format", "hard_random_reward")}
-    assert len(styles) == 4 and strategy_linestyle("hard_online") == "-"
+def test_a_control_or_online_run_keeps_its_strategys_colour_and_takes_its_own_line_and_marker():
+    from hardex.report.plots import strategy_color, strategy_linestyle, strategy_marker
     from hardex.selection import CONTROLS, RunName
 
-    # every control has a line of its own, none the strategies' solid one
-    own = [strategy_linestyle(str(RunName("full", control=c))) for c in CONTROLS]
-    assert len({str(style) for style in own}) == len(CONTROLS) and "-" not in own
+    assert strategy_color("hard_shuffled") == strategy_color("hard") == strategy_color("hard_online")
+    # the strategy, its online run and every control: each a line of its own
+    runs = ["full", "full_online", *(str(RunName("full", control=c)) for c in CONTROLS)]
+    assert len({str(strategy_linestyle(r)) for r in runs}) == len(runs)
+    # where a figure draws points (pass@k), each control its own marker too
+    assert len({strategy_marker(r) for r in runs if r != "full_online"}) == len(CONTROLS) + 1
+
+
+def drawn(monkeypatch) -> list:
+    """The figures a plot function draws, kept open instead of written."""
+    figs = []
+    monkeypatch.setattr(P, "save_figure", lambda fig, paths, st: figs.append(fig) or [])
+    return figs
+
+
+def test_full_run_and_its_controls_are_told_apart_in_the_zero_std_and_pass_at_k_figures(monkeypatch):
+    figs = drawn(monkeypatch)
+    runs = ["full", "full_random_reward", "full_format"]
+    steps = pl.DataFrame({"model": "m", "task": "t", "strategy": [r for r in runs for _ in range(4)],
+                          "seed": 0, "step": [s for _ in runs for s in range(1, 5)], "frac_zero_std": 0.5})
+    P.plot_zero_std(steps, [], STYLE)
+    table = pl.DataFrame({"model": "m", "task": "t", "strategy": ["base", *runs], "pass@1": [10.0, 20, 21, 22],
+                          "pass@2": [15.0, 25, 26, 27]})
+    P.plot_pass_at_k(table, [], STYLE)
+    for fig in figs:
+        lines = [line for line in fig.axes[0].lines if line.get_label() in runs or line.get_label().split(" ")[0] in runs]
+        assert len(lines) == 3 and len({(str(line.get_linestyle()), line.get_marker()) for line in lines}) == 3
+
+
+def test_accuracy_with_two_checkpoints_is_drawn_as_points_and_with_more_as_curves(monkeypatch):
+    figs = drawn(monkeypatch)
+    for steps in ([0, 8], [0, 4, 8]):
+        curves = pl.DataFrame({"model": "m", "task": "t", "benchmark": "t/test", "strategy": "hard", "seed": 0,
+                               "step": steps, "accuracy": [0.2 + 0.01 * s for s in steps]})
+        curves = pl.concat([curves, curves.head(1).with_columns(strategy=pl.lit("base"))])
+        P.plot_accuracy_curves(curves, {"t": ["t/test"]}, [], STYLE)
+    (two,), (three,) = ([ln for ln in f.axes[0].lines if ln.get_label() == "hard"] for f in figs)
+    assert two.get_linestyle() == "None" and two.get_marker() == "o"
+    assert three.get_linestyle() == "-"
+
+
+def test_the_regressions_title_says_predicts_only_where_the_slopes_interval_excludes_zero():
+    fit = {"n": 4, "slope": 0.5, "r2": 0.9, "slope_ci": [0.1, 0.9]}
+    assert P.regression_title(fit, 95).startswith("Learnable % predicts the gain (95 % interval): R² 0.90, slope 0.50")
+    weak = P.regression_title({**fit, "r2": 0.11, "slope_ci": [-0.4, 0.9]}, 95)
+    assert "predicts" not in weak and "R² 0.11" in weak and "no slope shown" in weak
+    assert "predicts" not in P.regression_title({**fit, "slope_ci": [None, None]}, 95)
+    assert "no fit" in P.regression_title({"n": 2, "slope": None}, 95)
 
 
 def test_one_call_draws_every_figure_its_paths_name(tmp_path):
@@ -180,9 +221,10 @@ def test_one_call_draws_every_figure_its_paths_name(tmp_path):
     built = tables.build_tables(res, probes, subsets, n_boot=50)
     built["headline"][0].write_csv(tmp_path / "headline.csv")
     built["gain_curve"][0].write_csv(tmp_path / "gain_curve.csv")
+    built["gain_by_difficulty"][0].write_csv(tmp_path / "gain_by_difficulty.csv")
     inputs = {**f, "models": [], "regression": tmp_path / "regression.json", "budget": tmp_path / "rollout_budget.csv",
               "pass_at_k": tmp_path / "pass_at_k.csv", "headline": tmp_path / "headline.csv",
-              "gain_curve": tmp_path / "gain_curve.csv"}
+              "gain_curve": tmp_path / "gain_curve.csv", "by_difficulty": tmp_path / "gain_by_difficulty.csv"}
     params = {"benchmarks": BENCHMARKS, "pass_k": PASS_K, "stats": {"ci_level": 0.95, "iterations": 50, "seed": 0},
               "style": STYLE, "reference": "hard_examples_published", "names": NAMES,
               "generations": {m: 4 for m in BASE_ACC}, "sizes_b": {m: 1.0 + i for i, m in enumerate(BASE_ACC)},
@@ -196,3 +238,22 @@ def test_one_call_draws_every_figure_its_paths_name(tmp_path):
         _check(files, min_px=(200, 150))
     with pytest.raises(AnalysisError, match="no figure named nope"):
         figures.draw_figures([tmp_path / "nope.png"], inputs, params)
+
+
+def test_training_dynamics_marks_the_probes_predicted_mixed_share_at_step_0_and_draws_truncation(monkeypatch):
+    figs = drawn(monkeypatch)
+    steps = pl.DataFrame({"model": "m", "task": "t", "strategy": [s for s in ("hard", "full") for _ in range(3)],
+                          "seed": 0, "step": [1, 2, 3] * 2, "reward_mean": 0.5, "frac_zero_std": 0.4,
+                          "completion_length": 20.0, "frac_truncated": [0.1, 0.2, 0.3] * 2, "kl": 0.0})
+    predicted = pl.DataFrame({"model": "m", "task": "t", "strategy": ["pool", "hard", "full"],
+                              "expected_learnable_pct_posterior": [30.0, 12.0, 30.0]})
+    P.plot_training_dynamics(steps, [], STYLE, predicted)
+    (fig,) = figs
+    titles = [ax.get_title() for ax in fig.axes]
+    assert any("cut at the length limit" in t for t in titles) and not any("KL" in t for t in titles)
+    mixed = next(ax for ax in fig.axes if "mixed rewards" in ax.get_title())
+    marks = {(tuple(line.get_xdata()), tuple(line.get_ydata())) for line in mixed.lines if line.get_marker() == "D"}
+    assert marks == {((0,), (12.0,)), ((0,), (30.0,))}  # hard's and full's, not the pool's
+    # runs recorded before truncation was: no panel for it
+    P.plot_training_dynamics(steps.with_columns(frac_truncated=pl.lit(None, dtype=pl.Float64)), [], STYLE)
+    assert not any("cut at" in ax.get_title() for ax in figs[1].axes)

@@ -19,7 +19,7 @@ from hardex.report.tables import TABLES
 from tests.support import ROOT, SMOKE
 
 EVERY_RUN = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute",
-             "pass_at_k", "gain_curve", "training_dynamics"]
+             "pass_at_k", "gain_curve", "training_dynamics", "gain_by_difficulty"]
 
 
 def checked(path=SMOKE, **changes) -> dict:
@@ -69,7 +69,9 @@ def test_tables_and_figures_enter_snakemakes_html_report_with_their_caption_cate
     cfg = checked(models={**models, "other": models["tiny"]})  # two models: the capacity figure
     table = plan.table_output("headline", TABLES["headline"], snakemake_report)
     assert table == "results/tables/headline.html"
-    assert table.flags["report"].category == "Tables"
+    assert table.flags["report"].category == "Answer"  # the headline opens the menu, which sorts by name
+    assert sorted([plan.ANSWER, plan.FIGURES, plan.TABLES_CATEGORY, "Regression"])[:2] == ["Answer", "Figures"]
+    assert plan.table_output("pairwise", TABLES["pairwise"], snakemake_report).flags["report"].category == "Tables"
     assert table.flags["report"].labels == {"table": TABLES["headline"]}
     assert table.flags["report"].caption == plan.TABLE_CAPTION
 

@@ -58,6 +58,9 @@ def test_mixed_rewards_are_learnable(tmp_path, tiny_model, grpo):
     assert (steps["frac_zero_std"] < 1).any()
     assert steps["frac_zero_std"].is_between(0, 1).all()
     assert steps["completion_length"].is_between(1, grpo["max_completion_length"]).all()
+    # TRL's clipped ratio: completions cut at the length limit; all of them cut only where the mean is the limit
+    assert steps["frac_truncated"].null_count() == 0 and steps["frac_truncated"].is_between(0, 1).all()
+    assert ((steps["frac_truncated"] < 1) | (steps["completion_length"] == grpo["max_completion_length"])).all()
     assert steps["loss"].is_finite().all() and (steps["step_time"] > 0).all()
     assert summary["learnable_pct"] == pytest.approx(100 * (1 - steps["frac_zero_std"]).mean())
 

@@ -3,8 +3,10 @@ that a plot setting reruns only the figure rules (report_figures, report_figure_
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -18,7 +20,7 @@ from tests.support import snakemake
 pytestmark = pytest.mark.slow
 
 FIGURES = ["accuracy_curves", "learnable_vs_gain", "pool_pass_rates", "zero_std_share", "gain_vs_compute", "pass_at_k",
-           "gain_curve", "training_dynamics"]
+           "gain_curve", "training_dynamics", "gain_by_difficulty"]
 FIGURE_RULES = {"report_figures", "report_figure_pool"}  # every figure in one job, but the pool's (needs no training)
 
 
@@ -110,8 +112,14 @@ def test_html_report(smoke_run, tmp_path):
     assert "WARNING" not in res.stderr and "ERROR" not in res.stderr, res.stderr[-3000:]  # captions render
     html = out.read_text()
     assert out.stat().st_size > 100_000
+    # every figure embedded, its PNG's own bytes in the page (not only its name)
     for name in FIGURES:
-        assert f"{name}.png" in html
+        png = (smoke_run / f"results/figures/{name}.png").read_bytes()
+        assert base64.b64encode(png).decode() in html, name
+    # the menu (categories sorted by name) opens with the answer: the headline, alone
+    categories = json.loads(re.search(r"var categories = (.+);", html).group(1))
+    assert sorted(categories)[:2] == ["Answer", "Figures"]
+    assert [Path(f).name for sub in categories["Answer"].values() for f in sub] == ["headline.html"]
     for name in [*TABLES, "compute", "recommend"]:
         assert f"{name}.html" in html
 

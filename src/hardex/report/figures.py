@@ -95,13 +95,22 @@ def pass_at_k(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
 
 
 def training_dynamics(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
-    """Reward, mixed groups, completion length and KL over the steps of every run."""
-    return plots.plot_training_dynamics(load_steps(src.inputs["steps"]), paths, src.style)
+    """Reward, mixed groups, completion length, truncated completions and KL over the steps of every run, with
+    the mixed share the probe predicted for each subset at step 0."""
+    predicted = tables.subset_pass_rates(*load_pool(src.inputs["probes"], src.inputs["subsets"]),
+                                         src.params["generations"])
+    return plots.plot_training_dynamics(load_steps(src.inputs["steps"]), paths, src.style, predicted)
 
 
 def gain_curve(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     """Each strategy's gain over the base model at every checkpoint, from the gain_curve table."""
     return plots.plot_gain_curve(pl.read_csv(src.inputs["gain_curve"]), paths, src.style)
+
+
+def gain_by_difficulty(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
+    """Accuracy per bin of the base model's own pass rate on each test question, from the gain_by_difficulty
+    table."""
+    return plots.plot_gain_by_difficulty(pl.read_csv(src.inputs["by_difficulty"]), paths, src.style)
 
 
 def across_tasks(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
@@ -112,7 +121,8 @@ def across_tasks(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
 # figure name (the file's stem in results/figures/) -> the function that draws it
 FIGURES: dict[str, Callable[[Sources, Sequence[str | Path]], list[Path]]] = {
     f.__name__: f for f in (accuracy_curves, tier_curves, learnable_vs_gain, pool_pass_rates, capacity,
-                            zero_std_share, gain_vs_compute, pass_at_k, gain_curve, training_dynamics, across_tasks)}
+                            zero_std_share, gain_vs_compute, pass_at_k, gain_curve, training_dynamics, gain_by_difficulty,
+                            across_tasks)}
 
 
 def draw_figures(paths: Sequence[str | Path], inputs: Mapping[str, Any], params: Mapping[str, Any],

@@ -33,6 +33,7 @@ FIGURE_LABELS = {
     "pass_at_k": "pass@k against k",
     "gain_curve": "gain at every checkpoint",
     "training_dynamics": "reward, mixed groups, length and KL during training",
+    "gain_by_difficulty": "accuracy by the base model's difficulty",
     "capacity": "gain by model capacity",
     "tier_curves": "accuracy per tier during training",
     "across_tasks": "gain per task and strategy",
@@ -89,11 +90,16 @@ def report_targets(cfg: dict, tables: Iterable[str]) -> list[str]:
     return targets
 
 
+#: the HTML report's categories, as its menu lists them (sorted by name): the answer first, then the figures
+ANSWER, FIGURES, TABLES_CATEGORY = "Answer", "Figures", "Tables"
+ANSWER_TABLE = "headline"
+
+
 def table_output(name: str, title: str, in_report: Callable[..., Any]) -> Any:
     """The table's HTML page as an output in the HTML report (`in_report`: Snakemake's `report`); its title
-    and note say what it holds."""
-    return in_report(layout.fill(layout.TABLE, name=name, ext="html"), caption=TABLE_CAPTION, category="Tables",
-                     labels={"table": title})
+    and note say what it holds. The headline opens the report's menu, as the category "Answer"."""
+    return in_report(layout.fill(layout.TABLE, name=name, ext="html"), caption=TABLE_CAPTION,
+                     category=ANSWER if name == ANSWER_TABLE else TABLES_CATEGORY, labels={"table": title})
 
 
 def figure_outputs(cfg: dict, names: Iterable[str], in_report: Callable[..., Any]) -> list[Any]:
@@ -105,7 +111,7 @@ def figure_outputs(cfg: dict, names: Iterable[str], in_report: Callable[..., Any
         for name in names
         for path in [
             in_report(layout.fill(layout.FIGURE, name=name, ext="png"), caption=FIGURE_CAPTION.format(name=name),
-                      category="Figures", labels={"figure": labels[name]}),
+                      category=FIGURES, labels={"figure": labels[name]}),
             *figure_files([name], formats),
         ]
     ]

@@ -48,15 +48,25 @@ def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
     return _EXTRA_COLORS[(others.index(strategy) if strategy in others else 0) % len(_EXTRA_COLORS)]
 
 
-# a control run shares its strategy's colour and is told apart by its line (dotted lines are published runs)
+# a control or online run shares its strategy's colour and is told apart by its line and marker (thin dotted
+# lines are published runs)
 CONTROL_LINESTYLES = {None: "-", "shuffled": "-.", "format": (0, (5, 2)), "random_reward": ":"}
-assert set(CONTROL_LINESTYLES) == {None, *CONTROLS}  # a new control gets its line here
+CONTROL_MARKERS = {None: "o", "shuffled": "v", "format": "s", "random_reward": "X"}
+assert set(CONTROL_LINESTYLES) == set(CONTROL_MARKERS) == {None, *CONTROLS}  # a new control gets its line here
+ONLINE_LINESTYLE = (0, (3, 1, 1, 1, 1, 1))  # dash-dot-dot: the strategy's subset, filtered online
 
 
 def strategy_linestyle(strategy: str) -> Any:
-    """A run's line: solid for a strategy (and its online run), dash-dot for its shuffled-reward control,
-    dashed for its format control, dotted for its random-reward control."""
-    return CONTROL_LINESTYLES[RunName.parse(strategy).control]
+    """A run's line: solid for a strategy, dash-dot-dot for its online run, dash-dot for its shuffled-reward
+    control, dashed for its format control, dotted for its random-reward control."""
+    run = RunName.parse(strategy)
+    return ONLINE_LINESTYLE if run.online else CONTROL_LINESTYLES[run.control]
+
+
+def strategy_marker(strategy: str) -> str:
+    """A run's marker: a circle for a strategy and its online run, a triangle, square or cross for its
+    shuffled-reward, format and random-reward controls."""
+    return CONTROL_MARKERS[RunName.parse(strategy).control]
 
 
 def _style(style: dict[str, Any] | None) -> dict[str, Any]:
@@ -164,11 +174,18 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
                                                     (100 * pl.col("accuracy")).max().alias("hi"),
                                                     pl.col("seed").n_unique().alias("k")).sort("step")
                     c = strategy_color(s, strategies)
-                    (line,) = ax.plot(agg["step"], agg["m"], color=c, ls=strategy_linestyle(s), marker="o", ms=3.5, lw=1.8,
-                                      label=s)
-                    if int(agg["k"].max()) > 1:
+                    # a curve through two checkpoints says nothing of its shape: points, and their range as bars
+                    curve = agg.height > 2
+                    (line,) = ax.plot(agg["step"], agg["m"], color=c, ls=strategy_linestyle(s) if curve else "none",
+                                      marker=strategy_marker(s), ms=3.5 if curve else 6, lw=1.8, label=s)
+                    if int(agg["k"].max()) > 1 and curve:
                         ax.fill_between(agg["step"], agg["lo"], agg["hi"], color=c, alpha=0.15, lw=0)
                         used["range over seeds"] = Patch(color="0.5", alpha=0.3, label="range over seeds")
+                    elif int(agg["k"].max()) > 1:
+                        ax.errorbar(agg["step"], agg["m"], yerr=[agg["m"] - agg["lo"], agg["hi"] - agg["m"]], fmt="none",
+                                    ecolor=c, elinewidth=1.0, capsize=3)
+                        used["range over seeds"] = Line2D([], [], color="0.4", marker="|", ls="none", ms=10,
+                                                          label="range over seeds")
                     used.setdefault(s, line)
                 if reference is not None:
                     mapped = ref_mapped.filter((pl.col("model") == model) & (pl.col("task") == task))
@@ -276,6 +293,19 @@ def _overlay_published_curves(ax, rsub: pl.DataFrame, strategies: Sequence[str],
 # ---- Figure 3 of paper 1: learnable % against gain ---------------------------------------------------
 
 
+def regression_title(fit: dict[str, Any], level: int) -> str:
+    """What the learnable-% figure shows, from its fit: "predicts" only where the slope's interval excludes 0."""
+    if fit.get("slope") is None:
+        return f"Learnable % against the gain: no fit (n = {fit['n']} cells, learnable % without spread)"
+    r2 = f"R² {fit['r2']:.2f}" if fit.get("r2") is not None else "R² undefined"
+    lo, hi = fit.get("slope_ci") or (None, None)
+    slope = f"slope {fit['slope']:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if None not in (lo, hi) else "")
+    if None not in (lo, hi) and (lo > 0 or hi < 0):
+        return f"Learnable % predicts the gain ({level} % interval): {r2}, {slope}, n = {fit['n']}"
+    shown = "no slope shown" if None not in (lo, hi) else "too few cells for an interval"
+    return f"Learnable % against the gain: {r2}, {slope}, n = {fit['n']}: {shown}"
+
+
 def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
     """Learnable % (x) against accuracy gain (y), one point per model x task x strategy (seeds averaged):
     colour = strategy, marker = model, the OLS fit with its confidence band, and R² and slope on the
@@ -323,7 +353,7 @@ def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], 
         ax.set_xlabel("learnable % (training groups with mixed rewards)")
         ax.set_ylabel("accuracy gain over base (points)")
         level = round(100 * ours.get("ci_level", 0.95))
-        ax.set_title(f"Learnable % predicts the gain: OLS fit, {level} % confidence band")
+        ax.set_title(regression_title(ours, level))
         handles = [Patch(color=strategy_color(s, strategies), label=s) for s in strategies]
         handles += [Line2D([], [], ls="", marker=marker[m], color="0.3", label=m) for m in models]
         handles += [Line2D([], [], color="black", lw=1.6, label="fit (this run)")]
@@ -443,7 +473,7 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
                     c = strategy_color(s, strategies)
                     ax.plot(m["step"], m["z"], color=c, lw=0.8, alpha=0.3)
                     smooth = m["z"].rolling_mean(window_size=window, min_samples=1)
-                    (line,) = ax.plot(m["step"], smooth, color=c, lw=2, label=s)
+                    (line,) = ax.plot(m["step"], smooth, color=c, ls=strategy_linestyle(s), lw=2, label=s)
                     used.setdefault(s, line)
                 _integer_steps(ax)
         handles = [used[s] for s in strategies if s in used]
@@ -458,17 +488,23 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
 
 #: steps.parquet column -> (panel title, scale to show it in); KL only where some run trained with beta > 0
 DYNAMICS = {"reward_mean": ("mean reward", 1.0), "mixed": ("groups with mixed rewards (%)", 100.0),
-            "completion_length": ("completion length (tokens)", 1.0), "kl": ("KL to the reference", 1.0)}
+            "completion_length": ("completion length (tokens)", 1.0),
+            "frac_truncated": ("completions cut at the length limit (%)", 100.0), "kl": ("KL to the reference", 1.0)}
 
 
-def plot_training_dynamics(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+def plot_training_dynamics(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None,
+                           predicted: pl.DataFrame | None = None) -> list[Path]:
     """One row per model x task, one panel per quantity of each run's steps.parquet: mean reward, the share of
-    groups whose rewards mixed (the ones with a gradient), mean completion length and, where any run recorded a
-    nonzero one, KL to the reference; per strategy the mean over seeds (one line; control runs dashed or dotted)
-    with the range over seeds shaded. `steps` is `report.loading.load_steps`."""
+    groups whose rewards mixed (the ones with a gradient), mean completion length, the share of completions cut
+    at the length limit (where recorded) and, where any run recorded a nonzero one, KL to the reference; per
+    strategy the mean over seeds (one line; online and control runs in their own lines) with the range over seeds
+    shaded. `steps` is `report.loading.load_steps`. `predicted` (model, task, strategy,
+    expected_learnable_pct_posterior: the subset_pass_rates table) marks at step 0 of the mixed panel the share
+    of mixed groups the probe predicted for each subset at the base model, a diamond in its strategy's colour."""
     st = _style(style)
     steps = steps.with_columns((1 - pl.col("frac_zero_std")).alias("mixed")) if steps.height else steps
-    shown = [c for c in DYNAMICS if c in steps.columns and (c != "kl" or (steps["kl"].fill_null(0).abs() > 0).any())]
+    shown = [c for c in DYNAMICS if c in steps.columns and steps[c].is_not_null().any()
+             and (c != "kl" or (steps["kl"].fill_null(0).abs() > 0).any())]
     cells = steps.select("model", "task").unique(maintain_order=True).rows() if steps.height else []
     strategies = sorted(set(steps["strategy"]), key=strategy_sort_key) if steps.height else []
     with plt.rc_context(_rc(st)):
@@ -495,10 +531,17 @@ def plot_training_dynamics(steps: pl.DataFrame, paths: Sequence[str | Path], sty
                     if int(m["k"].max()) > 1:
                         ax.fill_between(m["step"], m["lo"], m["hi"], color=c, alpha=0.12, lw=0)
                     used.setdefault(s, line)
+                if col == "mixed" and predicted is not None:
+                    for r in predicted.filter((pl.col("model") == model) & (pl.col("task") == task)
+                                              & pl.col("strategy").is_in(strategies)).iter_rows(named=True):
+                        ax.plot([0], [r["expected_learnable_pct_posterior"]], ls="none", marker="D", ms=6,
+                                color=strategy_color(r["strategy"], strategies), mec="black", mew=0.6, zorder=5)
+                        used["predicted"] = Line2D([], [], ls="none", marker="D", ms=6, color="0.6", mec="black",
+                                                   mew=0.6, label="predicted by the probe (step 0)")
                 _integer_steps(ax)
         if not cells:
             _no_data(axes[0][0], "no training steps")
-        handles = [used[s] for s in strategies if s in used]
+        handles = [used[s] for s in strategies if s in used] + ([used["predicted"]] if "predicted" in used else [])
         handles.append(Patch(color="0.5", alpha=0.3, label="range over seeds"))
         _legend_below(fig, handles, [h.get_label() for h in handles])
         fig.suptitle("Training dynamics per run: lines are the mean over seeds")
@@ -661,21 +704,83 @@ def plot_gain_curve(table: pl.DataFrame, paths: Sequence[str | Path], style: dic
                         continue
                     steps, gains = [0, *own["step"]], [0.0, *own["gain"]]
                     c = strategy_color(s, strategies)
-                    ax.plot(steps, gains, color=c, ls=strategy_linestyle(s), marker="o", ms=3.5, lw=1.8, label=s)
+                    ax.plot(steps, gains, color=c, ls=strategy_linestyle(s), marker=strategy_marker(s), ms=3.5, lw=1.8,
+                            label=s)
                     if own["gain_ci_low"].is_not_null().all():
                         ax.fill_between(steps, [0.0, *own["gain_ci_low"]], [0.0, *own["gain_ci_high"]], color=c,
                                         alpha=0.12, lw=0)
                 ax.axhline(0, color="black", ls="--", lw=1.0)
                 ax.set_xlim(left=0)
                 _integer_steps(ax)
-        handles, labels = [], []
-        for row in axes:
-            for ax in row:
-                for h, label in zip(*ax.get_legend_handles_labels()):
-                    if label not in labels:
-                        handles.append(h), labels.append(label)
-        _legend_below(fig, handles, labels)
+        _legend_of_panels(fig, axes)
         fig.suptitle("Gain over the base model at every checkpoint (bands: t-interval over seeds)")
+        return save_figure(fig, paths, st)
+
+
+def _legend_of_panels(fig, axes) -> None:
+    """One legend below the panels of every label any panel drew, in the order first drawn."""
+    handles, labels = [], []
+    for row in axes:
+        for ax in row:
+            for h, label in zip(*ax.get_legend_handles_labels()):
+                if label not in labels:
+                    handles.append(h), labels.append(label)
+    _legend_below(fig, handles, labels)
+
+
+# ---- gain by the base model's difficulty of each test question -----------------------------------------
+
+
+def plot_gain_by_difficulty(table: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+    """One panel per model x task: accuracy (%) per bin of the base model's own pass rate on the test questions
+    (`report.by_difficulty`), the base model's as a black dashed line and each strategy's final checkpoint in its
+    colour and line, its gain's interval as a bar; each bin's question count under its label. `table` is the
+    gain_by_difficulty table (or its CSV); where it holds several metrics, the first."""
+    st = _style(style)
+    if "metric" in table.columns and table.height:
+        metric = table["metric"][0]
+        table = table.filter(pl.col("metric") == metric)
+    else:
+        metric = "sampled"
+    models = list(dict.fromkeys(table["model"])) if table.height else [""]
+    tasks = list(dict.fromkeys(table["task"])) if table.height else [""]
+    strategies = sorted(set(table["strategy"]), key=strategy_sort_key) if table.height else []
+    with plt.rc_context(_rc(st)):
+        fig, axes = _grid(models, tasks, st)
+        for i, model in enumerate(models):
+            for j, task in enumerate(tasks):
+                ax = axes[i][j]
+                sub = table.filter((pl.col("model") == model) & (pl.col("task") == task)) if table.height else table
+                ax.set_title(f"{model} · {task}")
+                ax.set_xlabel("base model's pass rate on the question (bin)")
+                ax.set_ylabel(f"{metric} accuracy (%)")
+                if sub.height == 0:
+                    _no_data(ax, "no test question with 2 or more base samples")
+                    continue
+                bins = list(dict.fromkeys(sub["bin"]))  # the table's rows run from the never-solved bin up
+                x = {b: k for k, b in enumerate(bins)}
+                base = sub.unique("bin", keep="first").sort(pl.col("bin").replace_strict(x))
+                ax.plot([x[b] for b in base["bin"]], base["base_accuracy"], color="black", ls="--", lw=1.3,
+                        marker="s", ms=4, label="base model (held-out samples)", zorder=4)
+                width = 0.5 / max(1, len(strategies))
+                for k, s in enumerate(strategies):
+                    own = sub.filter(pl.col("strategy") == s).sort(pl.col("bin").replace_strict(x))
+                    if own.height == 0:
+                        continue
+                    xs = [x[b] + (k - (len(strategies) - 1) / 2) * width for b in own["bin"]]
+                    c = strategy_color(s, strategies)
+                    ax.plot(xs, own["accuracy"], color=c, ls=strategy_linestyle(s), marker=strategy_marker(s), ms=4.5,
+                            lw=1.5, label=s)
+                    low = (own["base_accuracy"] + own["gain_ci_low"]).to_numpy()
+                    high = (own["base_accuracy"] + own["gain_ci_high"]).to_numpy()
+                    ok = np.isfinite(low) & np.isfinite(high)
+                    acc = own["accuracy"].to_numpy()
+                    ax.errorbar(np.asarray(xs)[ok], acc[ok], yerr=[np.maximum(acc - low, 0)[ok], np.maximum(high - acc, 0)[ok]],
+                                fmt="none", ecolor=c, elinewidth=1.0, capsize=2, alpha=0.8)
+                ax.set_xticks(range(len(bins)), [f"{b}\n{n} q." for b, n in zip(base["bin"], base["n_questions"])])
+                ax.set_ylim(-3, 103)
+        _legend_of_panels(fig, axes)
+        fig.suptitle(f"Accuracy by how hard each test question was for the base model ({metric}; bars: the gain's interval)")
         return save_figure(fig, paths, st)
 
 
@@ -756,12 +861,12 @@ def plot_pass_at_k(table: pl.DataFrame, paths: Sequence[str | Path], style: dict
                     continue
                 color = strategy_color(strategy, strategies)
                 online = RunName.parse(strategy).online
-                ax.plot(x, y, color=color, marker="o", markerfacecolor="white" if online else color, lw=1.5,
-                        label=f"{strategy} (final)")
+                ax.plot(x, y, color=color, ls=strategy_linestyle(strategy), marker=strategy_marker(strategy), ms=6,
+                        markerfacecolor="white" if online else color, lw=1.5, label=f"{strategy} (final)")
                 null = [(k, r[f"null_pass@{k}"][0]) for k in ks if f"null_pass@{k}" in r.columns
                         and r[f"null_pass@{k}"][0] is not None and not math.isnan(r[f"null_pass@{k}"][0])]
                 if null:  # one legend entry for all nulls (a leading "_" keeps a line out of the legend)
-                    ax.plot(*zip(*null), color=color, ls="--", lw=1.2, alpha=0.8, label=f"_{strategy} null")
+                    ax.plot(*zip(*null), color=color, ls="--", lw=0.9, alpha=0.6, label=f"_{strategy} null")
                     drew_null = True
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ks))

@@ -18,6 +18,7 @@ from hardex.posterior import expected_mixed_posterior, with_posterior
 from hardex.report import AnalysisError
 from hardex.report.across_tasks import across_tasks_table, contrast_meta_analysis, recommendation_check
 from hardex.report.recommend import recommend_table
+from hardex.report.by_difficulty import gain_by_difficulty, gain_by_difficulty_note
 from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
 from hardex.report.headline import COMPACT, DIFFERS, ONE_SEED, answer_lines, headline_table, interval_sign
 from hardex.report.reference import with_reference
@@ -793,6 +794,7 @@ TABLES = {
     "ood_pass_at_k": "Out-of-distribution pass@k (Table 4)",
     "base_split": "Base-wrong vs base-right vs size-matched random vs full pool",
     "tier_accuracy": "Accuracy per difficulty tier, base model and final checkpoint",
+    "gain_by_difficulty": "Gain by difficulty: accuracy per bin of the base model's own pass rate on each test question",
     "pool_pass_rates": "Pass-rate distribution of the training pool",
     "subset_pass_rates": "Pass rates of each selected subset",
     "catch_up": "Share of the full-pool run's steps, and whether final accuracy is equivalent to that run's (paper 2's catch-up)",
@@ -903,6 +905,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
         "tier_accuracy": (tiers, "Accuracy in % per difficulty tier: the base model and each strategy's final "
                                  "checkpoint (mean over seeds)." if tiers.height else
                           "No benchmark of this configuration has tiers."),
+        "gain_by_difficulty": (gain_by_difficulty(res, metrics, level, n_boot, seed),
+                               gain_by_difficulty_note(level, n_boot) + " " + metric_note),
         "pool_pass_rates": (pool, "Pool examples per probe pass rate (correct samples / K)."),
         "subset_pass_rates": (subs, "Size and pass rates of the pool and of each selected subset; learnable_examples: "
                                     "those with 0 < pass rate < 1 (mean over seeds), the only ones whose GRPO groups "
