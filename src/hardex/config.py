@@ -215,6 +215,7 @@ def _cross_checks(cfg: dict) -> None:
                                   f"tasks.{task}.allow_overlap)")
     _check_reasoning_gym(cfg)
     _check_split_fields(datasets)
+    _check_local_splits(datasets)
     _check_strict_scoring(cfg)
     for b in cfg["evaluation"]["overrides"]:
         split_exists(b, f"evaluation.overrides.{b}")
@@ -374,6 +375,18 @@ def _check_split_fields(datasets: dict) -> None:
                         raise ConfigError(
                             f"datasets.{ds}.splits.{split}.fields.{role}: column {column!r} is not in {spec['file']} "
                             f"(its first row's columns: {', '.join(read[1])})")
+
+
+def _check_local_splits(datasets: dict) -> None:
+    """Each split read from a local file, made as its job will make it: a row without its answer or a repeated
+    id stops planning, not the data job."""
+    for ds, dcfg in datasets.items():
+        for split, spec in dcfg["splits"].items():
+            if spec.get("file") and "{config}" not in spec["file"]:
+                try:
+                    keep_listed(get_task(dcfg["family"]).load_split({"name": split, **spec}, root=None), spec)
+                except DataError as e:
+                    raise ConfigError(f"datasets.{ds}.splits.{split}: {e}") from None
 
 
 def _check_strict_scoring(cfg: dict) -> None:

@@ -373,6 +373,51 @@ def test_a_fields_column_missing_from_a_local_file_is_refused_at_planning(smoke_
                               "(its first row's columns: q, a)")
 
 
+def own_pool(smoke_config, pool, **fields) -> dict:
+    cfg = copy.deepcopy(smoke_config)
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": str(pool),
+                                                                  "fields": {"question": "q", "answer": "a", **fields}}}}
+    return cfg
+
+
+def test_a_local_pool_the_data_job_would_refuse_is_refused_at_planning(smoke_config, tmp_path):
+    """Issue 61: a row without its answer or a repeated id stopped the data job, after planning had read the file."""
+    pool = tmp_path / "pool.jsonl"
+    rows = [f'{{"id": "r{i}", "q": "What is {i} + 1?", "a": "{i + 1}"}}' for i in range(50)]
+    pool.write_text("\n".join(rows[:7] + ['{"id": "r7", "q": "What is 7 + 1?"}'] + rows[8:]) + "\n")
+    with pytest.raises(ConfigError, match=r"^datasets.own.splits.pool: .*pool.jsonl: row 7: .*'a'"):
+        check_config(own_pool(smoke_config, pool, id="id"))
+    pool.write_text("\n".join(rows[:7] + [rows[3]] + rows[8:]) + "\n")
+    with pytest.raises(ConfigError, match=r"^datasets.own.splits.pool: .*duplicate id"):
+        check_config(own_pool(smoke_config, pool, id="id"))
+    pool.write_text("\n".join(rows) + "\n")
+    check_config(own_pool(smoke_config, pool, id="id"))
+
+
+@pytest.mark.parametrize("kind", ["bom", "array", "csv"])
+def test_a_pool_saved_with_a_byte_order_mark_as_a_json_array_or_as_csv_reads_as_its_rows(smoke_config, tmp_path, kind):
+    """Issue 61: a BOM hid the first row's columns from planning, a JSON array in a .jsonl file failed as JSON
+    lines, and a CSV pool (the docs promise CSV) failed as JSON."""
+    import json
+
+    from hardex.tasks import get_task
+
+    rows = [{"q": f"What is {i} + 1?", "a": str(i + 1)} for i in range(20)]
+    if kind == "csv":
+        pool = tmp_path / "pool.csv"
+        pool.write_text("q,a\n" + "".join(f'"{r["q"]}",{r["a"]}\n' for r in rows))
+    else:
+        pool = tmp_path / "pool.jsonl"
+        text = json.dumps(rows, indent=1) if kind == "array" else "".join(json.dumps(r) + "\n" for r in rows)
+        pool.write_bytes(("\ufeff" if kind == "bom" else "").encode() + text.encode())
+    cfg = check_config(own_pool(smoke_config, pool))
+    split = get_task("qa").load_split({"name": "pool", **cfg["datasets"]["own"]["splits"]["pool"]})
+    assert split.height == 20 and split["question"][3] == "What is 3 + 1?" and split["answer"][3] == "4"
+    # planning sees the columns a misnamed field is checked against
+    with pytest.raises(ConfigError, match=r"column 'question' is not in .*\(its first row's columns: q, a\)"):
+        check_config(own_pool(smoke_config, pool, question="question"))
+
+
 def test_the_schemas_families_are_the_task_registrys():
     """A family the registry adds is one the schema allows, and the schema names none the registry lacks."""
     import yaml

@@ -18,7 +18,7 @@ from hardex.tasks.base import DataError, Task, check_split
 
 
 def read_local(path: str | Path, root: Path | None = None) -> list[dict[str, Any]]:
-    """Rows of a local JSON lines, JSON or Parquet file in the hub's own schema."""
+    """Rows of a local JSON lines, JSON, CSV or Parquet file in the hub's own schema (a CSV's cells as text)."""
     p = resolve(path, root)
     if not p.exists():
         raise DataError(f"{p}: file not found")
@@ -27,11 +27,16 @@ def read_local(path: str | Path, root: Path | None = None) -> list[dict[str, Any
             return pl.read_parquet(p).to_dicts()
         raw = p.read_bytes()
         try:
-            text = raw.decode("utf-8")
+            # utf-8-sig: a byte-order mark (Excel and Windows editors write one) is not part of the first row
+            text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:  # say where, as a row (JSON lines) and a line: a byte offset helps no one
             line = raw[: e.start].count(b"\n")
             raise DataError(f"{p}: row {line} (line {line + 1}): not UTF-8 text (byte {e.start})") from None
-        if p.suffix == ".jsonl" or (p.suffix != ".json" and text.lstrip().startswith("{") and "\n{" in text):
+        if p.suffix == ".csv":
+            return pl.read_csv(text.encode(), infer_schema=False).to_dicts()
+        if p.suffix == ".jsonl" and text.lstrip().startswith("["):
+            pass  # a JSON array saved as .jsonl: read as the array it is, below
+        elif p.suffix == ".jsonl" or (p.suffix != ".json" and text.lstrip().startswith("{") and "\n{" in text):
             return _json_lines(text, p)
         try:
             data = json.loads(text)
