@@ -530,6 +530,7 @@ def plot_training_dynamics(steps: pl.DataFrame, paths: Sequence[str | Path], sty
                     (line,) = ax.plot(m["step"], m["m"], color=c, ls=strategy_linestyle(s), lw=1.6, label=s)
                     if int(m["k"].max()) > 1:
                         ax.fill_between(m["step"], m["lo"], m["hi"], color=c, alpha=0.12, lw=0)
+                        used["range"] = Patch(color="0.5", alpha=0.3, label="range over seeds")
                     used.setdefault(s, line)
                 if col == "mixed" and predicted is not None:
                     for r in predicted.filter((pl.col("model") == model) & (pl.col("task") == task)
@@ -541,8 +542,7 @@ def plot_training_dynamics(steps: pl.DataFrame, paths: Sequence[str | Path], sty
                 _integer_steps(ax)
         if not cells:
             _no_data(axes[0][0], "no training steps")
-        handles = [used[s] for s in strategies if s in used] + ([used["predicted"]] if "predicted" in used else [])
-        handles.append(Patch(color="0.5", alpha=0.3, label="range over seeds"))
+        handles = [used[s] for s in strategies if s in used] + [used[k] for k in ("predicted", "range") if k in used]
         _legend_below(fig, handles, [h.get_label() for h in handles])
         fig.suptitle("Training dynamics per run: lines are the mean over seeds")
         return save_figure(fig, paths, st)
@@ -780,7 +780,7 @@ def plot_gain_by_difficulty(table: pl.DataFrame, paths: Sequence[str | Path], st
                 ax.set_xticks(range(len(bins)), [f"{b}\n{n} q." for b, n in zip(base["bin"], base["n_questions"])])
                 ax.set_ylim(-3, 103)
         _legend_of_panels(fig, axes)
-        fig.suptitle(f"Accuracy by how hard each test question was for the base model ({metric}; bars: the gain's interval)")
+        fig.suptitle(f"Accuracy by the base model's pass rate on each question\n({metric}; bars: the gain's interval)")
         return save_figure(fig, paths, st)
 
 
