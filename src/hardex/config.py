@@ -13,11 +13,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from hardex.architectures import known
 from hardex.imported_probe import GREEDY_COLUMN, ImportedRatesError, check_ids, read_rates
 from hardex.model_sources import check_model_source
 from hardex.models import ModelError
-from hardex.reward_hook import HookError, check_hook
+from hardex.reward_hook import HookError, check_hook, check_returns, trial_calls
 from hardex.schedule import completions_per_step, past_horizon, run_steps
 from hardex.selection import (BASE_SPLIT_STRATEGIES, BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, CONTROLS, STRATEGIES,
                               RunName, SelectionError, check_band, subset_size, tier_values)
@@ -547,16 +549,31 @@ def _check_imported_probes(cfg: dict) -> None:
                               f"add the column or drop those strategies")
 
 
-def _planned_split_ids(cfg: dict, ref: str) -> list[str] | None:
-    """A split's ids where planning can make the split without the hub, as its dataset_split job does (a generated
-    split, a local file); None for a hub split, or where the split cannot be made (its job says why)."""
+def _planned_split(cfg: dict, ref: str) -> pl.DataFrame | None:
+    """A split as its dataset_split job makes it, where planning can without the hub (a generated split, a local
+    file); None for a hub split, or where the split cannot be made (its job says why)."""
     spec = split_spec(cfg, ref)
     if spec["family"] not in GENERATED_FAMILIES and not spec["spec"].get("file"):
         return None
     try:
-        return keep_listed(get_task(spec["family"]).load_split(spec["spec"], root=None), spec["spec"])["id"].to_list()
+        return keep_listed(get_task(spec["family"]).load_split(spec["spec"], root=None), spec["spec"])
     except (DataError, OSError, ValueError):
         return None
+
+
+def _planned_split_ids(cfg: dict, ref: str) -> list[str] | None:
+    """A split's ids where planning can make it (`_planned_split`), else None."""
+    split = _planned_split(cfg, ref)
+    return None if split is None else split["id"].to_list()
+
+
+def _first_example(cfg: dict, ref: str) -> tuple[str, str]:
+    """(question, answer) of a split's first row where planning can make it, else an example of the form."""
+    split = _planned_split(cfg, ref)
+    if split is None or split.height == 0:
+        return ("What is 6 x 7?", "42")
+    row = split.row(0, named=True)
+    return (str(row["question"]), str(row["answer"]))
 
 
 def _check_prompts_and_reward_hooks(cfg: dict) -> None:
@@ -568,6 +585,7 @@ def _check_prompts_and_reward_hooks(cfg: dict) -> None:
         if "reward" in tcfg:
             try:
                 check_hook(tcfg["reward"])
+                check_returns(tcfg["reward"], trial_calls(*_first_example(cfg, tcfg["pool"])))
             except HookError as e:
                 raise ConfigError(f"tasks.{task}.reward: {e}") from None
 

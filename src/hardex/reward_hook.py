@@ -12,7 +12,8 @@ It is called as the task's scorer is in training, once per completion::
 with the completion's text, the example's reference answer (a shuffled control's: another example's) and the
 rendered prompt (chat template and system message included); the run's reward is `grpo.reward_scale` times what
 it returns. Planning refuses a hook that does not import, is not callable or cannot be called that way
-(`check_hook`), naming the key. A run's settings hold the spec and a hash of the file the function is defined in
+(`check_hook`), and one that raises or returns no finite number when called on a pool example with a right, an
+empty and a wrong completion (`check_returns`), naming the key. A run's settings hold the spec and a hash of the file the function is defined in
 (`hook_settings`), so editing that file trains again. The processes of a run trained in several
 (hardex.train_worker) load the hook again by its spec: a function is not what crosses to them.
 
@@ -158,7 +159,11 @@ def hook_reward(spec: str, scale: float = 1.0, root: Path | None = None) -> Call
     hook = load_hook(spec, root)
 
     def reward(completion: str, answer: str, prompt: str) -> float:
-        value = hook(completion, answer, prompt)
+        try:
+            value = hook(completion, answer, prompt)
+        except Exception as e:  # tied to the hook and the call, not a bare traceback from inside the trainer
+            raise HookError(f"reward hook {spec} raised {_one_line(e)} when called with completion {completion[:60]!r}, "
+                            f"answer {answer[:60]!r}") from e
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -168,3 +173,18 @@ def hook_reward(spec: str, scale: float = 1.0, root: Path | None = None) -> Call
         return scale * number
 
     return reward
+
+
+def trial_calls(question: str, answer: str) -> list[tuple[str, str, str]]:
+    """What planning calls a hook with, as training will (completion, answer, prompt): a completion that is the
+    right answer boxed, one that is empty, and one that is wrong."""
+    return [(f"The answer is \\boxed{{{answer}}}.", answer, question), ("", answer, question),
+            ("I do not know.", answer, question)]
+
+
+def check_returns(spec: str, calls: list[tuple[str, str, str]], root: Path | None = None) -> None:
+    """Call the hook on each (completion, answer, prompt) as training will: HookError (one line) where it raises
+    or returns anything but a finite number, before a job is queued for it."""
+    reward = hook_reward(spec, 1.0, root)
+    for completion, answer, prompt in calls:
+        reward(completion, answer, prompt)

@@ -97,6 +97,48 @@ def test_the_hooks_reward_is_scaled_and_a_value_that_is_no_number_stops_the_run(
         hook_reward("r.py:nan", root=tmp_path)("c", "a", "p")
 
 
+def test_a_hook_that_raises_is_named_with_the_call_that_raised(tmp_path):
+    write(tmp_path / "r.py", "def picky(completion, answer, prompt):\n    return float(completion)\n")
+    with pytest.raises(HookError, match=r"reward hook r.py:picky raised ValueError: could not convert .* when called "
+                                        r"with completion 'Bob', answer 'a'"):
+        hook_reward("r.py:picky", root=tmp_path)("Bob", "a", "p")
+
+
+@pytest.mark.parametrize("body, message", [
+    ("return None", "returned None, not a number"),
+    ("return 'yes'", "returned 'yes', not a number"),
+    ("return float('nan')", "returned nan"),
+    ("return 1.0 if completion else 1 / 0", "raised ZeroDivisionError: division by zero when called with completion ''"),
+    ("return float(completion.split()[-1])", "raised ValueError"),
+])
+def test_a_hook_that_returns_no_number_or_raises_is_refused_at_planning(smoke_config, tmp_path, body, message):
+    """Issue 61: planning only imported the hook; a None, a string, a NaN or an exception surfaced inside the
+    train job, after the queue. Planning now calls it on a pool example with a right, an empty and a wrong
+    completion."""
+    write(tmp_path / "h.py", f"def reward(completion, answer, prompt):\n    {body}\n")
+    cfg = copy.deepcopy(smoke_config)
+    cfg["tasks"]["swaps"]["reward"] = f"{tmp_path}/h.py:reward"
+    with pytest.raises(ConfigError) as e:
+        check_config(cfg)
+    assert str(e.value).startswith(f"tasks.swaps.reward: reward hook {tmp_path}/h.py:reward ") and message in str(e.value)
+
+
+def test_planning_calls_the_hook_with_the_pools_first_example(smoke_config, tmp_path):
+    seen = tmp_path / "seen.txt"
+    write(tmp_path / "h.py", f"def reward(completion, answer, prompt):\n"
+                             f"    open({str(seen)!r}, 'a').write(repr((completion, answer, prompt)) + '\\n')\n"
+                             f"    return 1.0\n")
+    cfg = copy.deepcopy(smoke_config)
+    cfg["tasks"]["swaps"]["reward"] = f"{tmp_path}/h.py:reward"
+    check_config(cfg)
+    calls = [eval(line) for line in seen.read_text().splitlines()]
+    pool = get_task(cfg["datasets"]["swaps"]["family"]).load_split(
+        {"name": "pool", **cfg["datasets"]["swaps"]["splits"]["pool"]})
+    first = pool.row(0, named=True)
+    assert len(calls) == 3 and {c[1:] for c in calls} == {(first["answer"], first["question"])}
+    assert {c[0] for c in calls} == {f"The answer is \\boxed{{{first['answer']}}}.", "", "I do not know."}
+
+
 def test_editing_the_hooks_file_changes_what_the_run_is_keyed_by(tmp_path):
     hook = write(tmp_path / "r.py", HOOK)
     before = hook_settings("r.py:reward", root=tmp_path)
