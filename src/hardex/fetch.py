@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import shlex
 import sys
 from dataclasses import dataclass
@@ -140,13 +141,15 @@ def _quiet(logger: str):
 
 # ---- what the hub libraries raise, in one line ---------------------------------------------------------
 
-MISSING, GATED, UNREACHABLE = "missing", "gated", "unreachable"
+MISSING, GATED, UNREACHABLE, NO_SPLIT = "missing", "gated", "unreachable", "no split"
+_UNKNOWN_SPLIT = re.compile(r'Unknown split "(?P<split>[^"]*)"\. Should be one of \[(?P<splits>.*)\]')
 
 
 def classify(error: BaseException) -> tuple[str, str] | None:
     """(kind, reason) of a hub failure: MISSING (no such repository; the hub answers 404, or 401 to one that
     is private or not there), GATED (a gated repository without access), UNREACHABLE (no network, a timeout,
-    the hub offline or failing); None for anything else. The whole chain of causes is read, the repository's
+    the hub offline or failing), NO_SPLIT (the dataset has no split of that name: the reason lists the splits it
+    has); None for anything else. The whole chain of causes is read, the repository's
     answer first: huggingface_hub reports a 404 behind "cannot find it in the cache", and `datasets` reports an
     offline hub or a refused connection as a ConnectionError that reads the same as a missing dataset."""
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
@@ -164,6 +167,8 @@ def classify(error: BaseException) -> tuple[str, str] | None:
         if status in (401, 404) or _dataset_not_found(e):  # RepositoryNotFoundError is a 401 or 404
             return MISSING, _first_line(e)
     for e in [error, *_causes(error)]:
+        if isinstance(e, ValueError) and (m := _UNKNOWN_SPLIT.match(str(e))):  # datasets' arrow_reader
+            return NO_SPLIT, ", ".join(s.strip().strip("'\"") for s in m["splits"].split(","))
         if isinstance(e, OfflineModeIsEnabled) or "OfflineModeIsEnabled" in str(e):
             return UNREACHABLE, "the hub is offline here (HF_HUB_OFFLINE or HF_DATASETS_OFFLINE is set)"
         if isinstance(e, (ConnectionError, TimeoutError)) or _transport_error(e):
@@ -203,6 +208,9 @@ def failure_line(item: HubItem, kind: str, reason: str) -> str:
     page = f"{constants.ENDPOINT}/{'datasets/' if item.kind == 'dataset' else ''}{item.repo}"
     if kind == MISSING:
         return f"{item.key}: no such {item.kind} on the hub: {item.repo} (a private one needs `hf auth login`)"
+    if kind == NO_SPLIT:
+        asked = ", ".join(f"{c}/{s}" if c else s for c, s in item.sources)
+        return f"{item.key}: {item.repo} has no split {asked} on the hub; its splits: {reason}"
     if kind == GATED:
         return (f"{item.key}: {item.repo} is gated on the hub: ask for access at {page}, then log in here with "
                 f"`hf auth login`")

@@ -1,4 +1,4 @@
-"""Bad local data files are refused by the workflow with the file, the row and the reason."""
+"""Bad local data files are refused at planning with the split, the file, the row and the reason."""
 
 from __future__ import annotations
 
@@ -23,33 +23,39 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def bad_files_run(tmp_path_factory):
-    """One workflow run (--keep-going) over one dataset per bad file: (workdir, Snakemake's result)."""
+def with_bad_file(work, case: str) -> dict:
+    """The smoke config plus a dataset read from the case's bad file."""
     import yaml
 
     from tests.support import SMOKE
 
-    work = tmp_path_factory.mktemp("bad_files")
+    content = CASES[case][0]
+    bad = work / f"{case}.jsonl"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
     cfg = yaml.safe_load(SMOKE.read_text())
-    for case, (content, _) in CASES.items():
-        bad = work / f"{case}.jsonl"
-        bad.write_bytes(content if isinstance(content, bytes) else content.encode())
-        cfg["datasets"][f"bad_{case}"] = {"family": "gsm8k", "splits": {"test": {"file": str(bad)}}}
-    write_config(work, cfg)
-    targets = [f"results/data/bad_{case}/test.parquet" for case in CASES]
-    return work, snakemake(work, "--cores", "1", "--keep-going", *targets, forked=True)
+    cfg["datasets"][f"bad_{case}"] = {"family": "gsm8k", "splits": {"test": {"file": str(bad)}}}
+    return cfg
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_bad_file_fails_its_job_naming_file_row_and_reason(bad_files_run, case):
-    work, res = bad_files_run
-    bad, reason = work / f"{case}.jsonl", CASES[case][1]
-    assert res.returncode != 0
-    log = (work / f"logs/data/bad_{case}/test.log").read_text()
-    assert str(bad) in log and reason in log, log[-2000:]
-    assert f"logs/data/bad_{case}/test.log" in res.stdout + res.stderr  # Snakemake points at the log
-    assert not (work / f"results/data/bad_{case}/test.parquet").exists()  # nothing half-written left
+def test_a_bad_file_is_refused_at_planning_naming_its_split_file_row_and_reason(tmp_path, case):
+    """Planning makes a local file's split as its data job would (issue 61: the job found it, after planning had
+    read the file): the config key, the file, the row and the reason in one line."""
+    from hardex.config import ConfigError, check_config
+
+    with pytest.raises(ConfigError) as e:
+        check_config(with_bad_file(tmp_path, case))
+    assert str(e.value).startswith(f"datasets.bad_{case}.splits.test: {tmp_path / f'{case}.jsonl'}: ")
+    assert CASES[case][1] in str(e.value)
+
+
+def test_snakemakes_cli_stops_on_a_bad_file_before_any_job(tmp_path):
+    write_config(tmp_path, with_bad_file(tmp_path, "no_question"))
+    res = snakemake(tmp_path, "--cores", "1", "results/data/bad_no_question/test.parquet")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "Traceback" not in out, out[-3000:]
+    assert f"datasets.bad_no_question.splits.test: {tmp_path / 'no_question.jsonl'}: row 1: no 'question'" in out
+    assert not (tmp_path / "results").exists() and not (tmp_path / "logs").exists()  # no job ran
 
 
 def own_qa_task(tmp_path, smoke_config, allow=None):

@@ -226,8 +226,9 @@ def test_fetch_tells_a_missing_or_gated_repository_from_one_it_fetched(hub, tmp_
     endpoint, _ = hub
     write_config(tmp_path, hub_config(
         {"tiny": "tiny/model", "ghost": "nobody/ghost-model", "bare": f"{BARE_404}/model", "locked": GATED},
-        {"local": LOCAL, "missing": {"family": "gsm8k", "splits": {"test": {"hub": "nobody/no-dataset"}}}},
-        "local/test", ["missing/test"]))
+        {"local": LOCAL, "missing": {"family": "gsm8k", "splits": {"test": {"hub": "nobody/no-dataset"}}},
+         "misnamed": {"family": "gsm8k", "splits": {"test": {"hub": "openai/gsm8k", "split": "validation"}}}},
+        "local/test", ["missing/test", "misnamed/test"]))
     rc, lines, err = fetch_cli(tmp_path, online(tmp_path, endpoint))
     assert rc == 1 and "Traceback" not in err, lines + [err[-3000:]]
     private = "(a private one needs `hf auth login`)"
@@ -238,7 +239,10 @@ def test_fetch_tells_a_missing_or_gated_repository_from_one_it_fetched(hub, tmp_
         f"then log in here with `hf auth login`",
         "hardex-fetch: models.tiny.path (tiny/model): fetched",
         f"hardex-fetch: failed: datasets.missing.splits.test.hub: no such dataset on the hub: nobody/no-dataset {private}",
-        "hardex-fetch: 1 of 5 hub models and datasets in the cache, 4 failed"]
+        # a split the hub's dataset lacks: one line with the splits it has, and the items after it still fetched
+        "hardex-fetch: failed: datasets.misnamed.splits.test.hub: openai/gsm8k has no split main/validation on the "
+        "hub; its splits: train, test",
+        "hardex-fetch: 1 of 6 hub models and datasets in the cache, 5 failed"]
 
 
 def test_fetch_without_network_says_so_for_each_item(tmp_path):

@@ -8,6 +8,7 @@ import json
 
 import yaml
 
+from hardex.reward_hook import trial_calls
 from tests.support import snakemake, write_config
 from tests.workflow.test_staleness import downstream, job, planned, runs  # noqa: F401 (downstream: a fixture)
 
@@ -84,12 +85,14 @@ def test_a_hook_reruns_the_runs_it_pays_and_an_edit_of_its_file_trains_again(smo
     assert planned(smoke_copy) == runs("train", "evaluate_run", strategies=RUNS_WITH_HOOK) | downstream("train")
 
     target = "results/train/tiny/swaps/hard/seed0/steps.parquet"
+    (hook.parent / "bob.py.calls").unlink()  # the dry run's planning called it too (hardex.reward_hook.trial_calls)
     res = snakemake(smoke_copy, "--cores", "2", target, forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     log = (smoke_copy / "logs/train/tiny/swaps/hard/seed0.log").read_text()
     assert f"reward: the reward hook {hook}:reward against each example's own reference" in log
     calls = [json.loads(line) for line in (hook.parent / "bob.py.calls").read_text().splitlines()]
-    assert len(calls) == 4 * 2 * 4  # smoke: 4 steps of 2 prompts x 4 generations, each completion paid by the hook
+    # planning's trial calls first, then smoke's 4 steps of 2 prompts x 4 generations, each completion paid by the hook
+    assert len(calls) == len(trial_calls("q", "a")) + 4 * 2 * 4
     assert planned(smoke_copy, target) == set()
     hook.write_text(HOOK.replace("else 0.0", "else 0.5"))  # an edit of the hook: the run trains again
     assert job("train", "hard") in planned(smoke_copy, target)

@@ -14,7 +14,7 @@ from tests.support import snakemake
 
 def planned_runs(workdir, *targets) -> set[tuple[str, str]]:
     """(rule, wildcards) of the train and evaluate_run jobs a dry run (of `targets`, or all) plans."""
-    res = snakemake(workdir, *targets, "-n", "--cores", "1")
+    res = snakemake(workdir, "-n", "--cores", "1", *targets)  # targets after an option: --configfile takes many
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     jobs, rule = set(), None
     for line in res.stdout.splitlines():
