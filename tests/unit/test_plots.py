@@ -10,6 +10,7 @@ import polars as pl
 import pytest
 
 from hardex.report import loading, tables
+from hardex.report.dynamics import dynamics_by_step
 from hardex.report.reference import load_reference, reference_curves
 from hardex.report import plots as P
 from tests.support import BENCHMARKS, PASS_K, write_results
@@ -247,7 +248,7 @@ def test_training_dynamics_marks_the_probes_predicted_mixed_share_at_step_0_and_
                           "completion_length": 20.0, "frac_truncated": [0.1, 0.2, 0.3] * 2, "kl": 0.0})
     predicted = pl.DataFrame({"model": "m", "task": "t", "strategy": ["pool", "hard", "full"],
                               "expected_learnable_pct_posterior": [30.0, 12.0, 30.0]})
-    P.plot_training_dynamics(steps, [], STYLE, predicted)
+    P.plot_training_dynamics(dynamics_by_step(steps), [], STYLE, predicted)
     (fig,) = figs
     titles = [ax.get_title() for ax in fig.axes]
     assert any("cut at the length limit" in t for t in titles) and not any("KL" in t for t in titles)
@@ -255,5 +256,6 @@ def test_training_dynamics_marks_the_probes_predicted_mixed_share_at_step_0_and_
     marks = {(tuple(line.get_xdata()), tuple(line.get_ydata())) for line in mixed.lines if line.get_marker() == "D"}
     assert marks == {((0,), (12.0,)), ((0,), (30.0,))}  # hard's and full's, not the pool's
     # runs recorded before truncation was: no panel for it
-    P.plot_training_dynamics(steps.with_columns(frac_truncated=pl.lit(None, dtype=pl.Float64)), [], STYLE)
+    P.plot_training_dynamics(dynamics_by_step(steps.with_columns(frac_truncated=pl.lit(None, dtype=pl.Float64))), [],
+                             STYLE)
     assert not any("cut at" in ax.get_title() for ax in figs[1].axes)

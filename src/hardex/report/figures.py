@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 import polars as pl
 
 from hardex.report import AnalysisError, catch_up, plots, tables
+from hardex.report.dynamics import dynamics_by_step
 from hardex.report.loading import Results, load_pool, load_results, load_steps, model_parameters
 from hardex.report.reference import load_reference, reference_curves
 
@@ -99,7 +100,7 @@ def training_dynamics(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     the mixed share the probe predicted for each subset at step 0."""
     predicted = tables.subset_pass_rates(*load_pool(src.inputs["probes"], src.inputs["subsets"]),
                                          src.params["generations"])
-    return plots.plot_training_dynamics(load_steps(src.inputs["steps"]), paths, src.style, predicted)
+    return plots.plot_training_dynamics(dynamics_by_step(load_steps(src.inputs["steps"])), paths, src.style, predicted)
 
 
 def gain_curve(src: Sources, paths: Sequence[str | Path]) -> list[Path]:

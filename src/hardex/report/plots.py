@@ -22,6 +22,7 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from hardex.io import atomic_path  # noqa: E402
 from hardex.metrics import sort_tiers  # noqa: E402
+from hardex.report.dynamics import QUANTITIES  # noqa: E402
 from hardex.report.reference import map_names  # noqa: E402
 from hardex.report.statistics import confidence_band  # noqa: E402
 from hardex.selection import CONTROLS, STRATEGIES, RunName, strategy_sort_key  # noqa: E402
@@ -486,53 +487,42 @@ def plot_zero_std(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict 
 
 # ---- what happened during training ------------------------------------------------------------------------
 
-#: steps.parquet column -> (panel title, scale to show it in); KL only where some run trained with beta > 0
-DYNAMICS = {"reward_mean": ("mean reward", 1.0), "mixed": ("groups with mixed rewards (%)", 100.0),
-            "completion_length": ("completion length (tokens)", 1.0),
-            "frac_truncated": ("completions cut at the length limit (%)", 100.0), "kl": ("KL to the reference", 1.0)}
-
-
-def plot_training_dynamics(steps: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None,
+def plot_training_dynamics(dynamics: pl.DataFrame, paths: Sequence[str | Path], style: dict | None = None,
                            predicted: pl.DataFrame | None = None) -> list[Path]:
-    """One row per model x task, one panel per quantity of each run's steps.parquet: mean reward, the share of
-    groups whose rewards mixed (the ones with a gradient), mean completion length, the share of completions cut
-    at the length limit (where recorded) and, where any run recorded a nonzero one, KL to the reference; per
-    strategy the mean over seeds (one line; online and control runs in their own lines) with the range over seeds
-    shaded. `steps` is `report.loading.load_steps`. `predicted` (model, task, strategy,
-    expected_learnable_pct_posterior: the subset_pass_rates table) marks at step 0 of the mixed panel the share
-    of mixed groups the probe predicted for each subset at the base model, a diamond in its strategy's colour."""
+    """One row per model x task, one panel per quantity the runs recorded (`report.dynamics`: mean reward, the share
+    of groups whose rewards mixed, mean completion length, the share of completions cut at the length limit and,
+    where nonzero, KL to the reference); per strategy the mean over seeds (one line; online and control runs in
+    their own lines) with the range over seeds shaded. `dynamics` is `report.dynamics.dynamics_by_step`.
+    `predicted` (model, task, strategy, expected_learnable_pct_posterior: the subset_pass_rates table) marks at
+    step 0 of the mixed panel the share of mixed groups the probe predicted for each subset at the base model, a
+    diamond in its strategy's colour."""
     st = _style(style)
-    steps = steps.with_columns((1 - pl.col("frac_zero_std")).alias("mixed")) if steps.height else steps
-    shown = [c for c in DYNAMICS if c in steps.columns and steps[c].is_not_null().any()
-             and (c != "kl" or (steps["kl"].fill_null(0).abs() > 0).any())]
-    cells = steps.select("model", "task").unique(maintain_order=True).rows() if steps.height else []
-    strategies = sorted(set(steps["strategy"]), key=strategy_sort_key) if steps.height else []
+    shown = [name for name, _, _ in QUANTITIES.values() if name in set(dynamics["quantity"])]
+    titles = {name: title for name, title, _ in QUANTITIES.values()}
+    cells = dynamics.select("model", "task").unique(maintain_order=True).rows() if dynamics.height else []
+    strategies = list(dict.fromkeys(dynamics["strategy"])) if dynamics.height else []  # in the frame's order
     with plt.rc_context(_rc(st)):
         fig, axes = plt.subplots(max(1, len(cells)), max(1, len(shown)), squeeze=False, layout="constrained",
                                  figsize=(0.8 * st["panel_width"] * max(1, len(shown)),
                                           0.8 * st["panel_height"] * max(1, len(cells)) + 0.9))
         used = {}
         for i, (model, task) in enumerate(cells):
-            sub = steps.filter((pl.col("model") == model) & (pl.col("task") == task))
-            for j, col in enumerate(shown):
+            sub = dynamics.filter((pl.col("model") == model) & (pl.col("task") == task))
+            for j, name in enumerate(shown):
                 ax = axes[i][j]
-                title, scale = DYNAMICS[col]
-                ax.set_title(f"{model} · {task}: {title}" if j == 0 else title)
+                ax.set_title(f"{model} · {task}: {titles[name]}" if j == 0 else titles[name])
                 ax.set_xlabel("training step")
                 for s in strategies:
-                    g = sub.filter(pl.col("strategy") == s)
-                    if g.height == 0:
+                    m = sub.filter((pl.col("strategy") == s) & (pl.col("quantity") == name)).sort("step")
+                    if m.height == 0:
                         continue
-                    m = g.group_by("step").agg((scale * pl.col(col)).mean().alias("m"), (scale * pl.col(col)).min()
-                                               .alias("lo"), (scale * pl.col(col)).max().alias("hi"),
-                                               pl.col("seed").n_unique().alias("k")).sort("step")
                     c = strategy_color(s, strategies)
-                    (line,) = ax.plot(m["step"], m["m"], color=c, ls=strategy_linestyle(s), lw=1.6, label=s)
-                    if int(m["k"].max()) > 1:
-                        ax.fill_between(m["step"], m["lo"], m["hi"], color=c, alpha=0.12, lw=0)
+                    (line,) = ax.plot(m["step"], m["mean"], color=c, ls=strategy_linestyle(s), lw=1.6, label=s)
+                    if int(m["n_seeds"].max()) > 1:
+                        ax.fill_between(m["step"], m["low"], m["high"], color=c, alpha=0.12, lw=0)
                         used["range"] = Patch(color="0.5", alpha=0.3, label="range over seeds")
                     used.setdefault(s, line)
-                if col == "mixed" and predicted is not None:
+                if name == "mixed_pct" and predicted is not None:
                     for r in predicted.filter((pl.col("model") == model) & (pl.col("task") == task)
                                               & pl.col("strategy").is_in(strategies)).iter_rows(named=True):
                         ax.plot([0], [r["expected_learnable_pct_posterior"]], ls="none", marker="D", ms=6,

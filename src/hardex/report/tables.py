@@ -19,6 +19,7 @@ from hardex.report import AnalysisError
 from hardex.report.across_tasks import across_tasks_table, contrast_meta_analysis, recommendation_check
 from hardex.report.recommend import recommend_table
 from hardex.report.by_difficulty import gain_by_difficulty, gain_by_difficulty_note
+from hardex.report.dynamics import dynamics_note, dynamics_table
 from hardex.report.catch_up import EQUIVALENCE_MARGIN, NO_GAIN, catch_up_table
 from hardex.report.headline import COMPACT, DIFFERS, ONE_SEED, answer_lines, headline_table, interval_sign
 from hardex.report.reference import with_reference
@@ -789,6 +790,7 @@ TABLES = {
     "accuracy_gain": "Accuracy gain over the base model (Table 1)",
     "runs": "Every run, seed by seed: base and final accuracy, gain and learnable %",
     "gain_curve": "Gain over the base model at every checkpoint: the gain-by-step curve of each strategy",
+    "training_dynamics": "Training dynamics: reward, mixed groups, completion length, truncation and KL at every step",
     "pairwise": "Every pair of strategies: which differ and which are equivalent, after Holm's correction",
     "learnable": "Learnable % of training steps (Table 2)",
     "ood_pass_at_k": "Out-of-distribution pass@k (Table 4)",
@@ -891,6 +893,7 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                           "n_steps training steps. Read it for the spread behind a mean: one seed that barely "
                           "trained moves a 4-seed mean by a quarter of its shortfall."),
         "gain_curve": (by_metric(verdicts, "gain_curve"), gain_curve_note(level) + " " + metric_note),
+        "training_dynamics": (dynamics_table(res.steps, subs if group_sizes is not None else None), dynamics_note()),
         "pairwise": (by_metric(verdicts, "pairwise"), pairwise_note(level, margin, n_boot) + " " + metric_note),
         "learnable": (learn_out, "Learnable % = 100 x mean over training steps of the share of groups whose rewards "
                                  f"differ (nonzero std). {pct} t-interval over seeds when there are several."
