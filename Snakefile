@@ -8,6 +8,14 @@ min_version("9.0")
 # config.yaml is the embedded default; a --configfile replaces it rather than merging into it,
 # so an experiment never inherits the default's models or tasks.
 if not workflow.config_settings.configfiles:
+    # Snakemake's own message for a YAML mistake names no file and no line (a --configfile's is read before this)
+    import sys
+
+    sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+    from hardex.config import yaml_syntax_error
+
+    if error := yaml_syntax_error(Path(workflow.basedir) / "config.yaml"):
+        sys.exit(f"hardex: config error: {error}")
 
     configfile: "config.yaml"
 

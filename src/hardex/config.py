@@ -641,6 +641,23 @@ def check_config(config: dict[str, Any], schema_path: Path = SCHEMA) -> dict[str
     return canonicalize(config)
 
 
+def yaml_syntax_error(path: str | Path) -> str | None:
+    """Where a YAML file is not YAML, in one line (file, line, column, what the parser met), else None: Snakemake
+    says only "Config file is not valid JSON or YAML", naming no file and no line."""
+    import yaml
+
+    path = Path(path)
+    try:
+        yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f"{path.name}{where}: {e.problem}" + (f" ({e.context})" if e.context else "")
+    except yaml.YAMLError as e:
+        return f"{path.name}: {e}"
+    return None
+
+
 def check_duplicate_keys(paths) -> None:
     """YAML keeps the last of two equal keys silently; a config must not name a model twice."""
     import yaml

@@ -75,3 +75,32 @@ def test_a_model_runs_only_its_own_tasks(tmp_path, smoke_config):
     bad = with_key(cfg, "models.other.tasks", ["arithmetic"])
     res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, bad))
     assert res.returncode != 0 and "hardex: config error: models.other.tasks: 'arithmetic' is no task" in res.stderr
+
+
+def test_a_yaml_mistake_in_the_embedded_default_names_its_file_line_and_column(tmp_path):
+    """Issue 61: a YAML syntax error in config.yaml said only "Config file is not valid JSON or YAML". The embedded
+    default is read by the Snakefile (a --configfile is read by Snakemake before it, and keeps Snakemake's message):
+    a copy of the workflow whose config.yaml has an unclosed list."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.support import ROOT, RUN_ENV
+
+    workflow = tmp_path / "workflow"
+    workflow.mkdir()
+    for name in ("Snakefile", "rules", "src", "report", "profiles"):
+        (workflow / name).symlink_to(ROOT / name)
+    text = (ROOT / "config.yaml").read_text()
+    assert "\n  budget: 0.1" in text
+    broken = text.replace("\n  budget: 0.1", "\n  budget: [0.1", 1)
+    (workflow / "config.yaml").write_text(broken)
+    line = broken[: broken.index("budget: [0.1")].count("\n") + 1
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1"], capture_output=True, text=True,
+                         cwd=workflow, env={**os.environ, **RUN_ENV}, timeout=300)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "Traceback" not in out, out[-3000:]
+    import re
+
+    found = re.search(r"hardex: config error: config.yaml line (\d+), column \d+: .*while parsing a flow sequence", out)
+    assert found and int(found.group(1)) in (line, line + 1), out[-3000:]  # the parser stops at the next token
