@@ -29,7 +29,10 @@ rule evaluate_base:
 
 
 rule evaluate_run:
-    """Every checkpoint of one run on every benchmark of its task, per example."""
+    """Every checkpoint of one run on every benchmark of its task, per example.
+
+    Priority 1: a trained run is evaluated before any new one trains, so a study stopped between sittings
+    holds complete runs, which its archive keeps without their weights."""
     input:
         benchmarks=benchmark_inputs,
         model=model_dir,
@@ -41,6 +44,7 @@ rule evaluate_run:
         "logs/eval/{model}/{task}/{strategy}/seed{seed}.log",
     benchmark:
         layout.TIMINGS["evaluate_run"]
+    priority: 1
     conda:
         GENERATION_ENV
     threads: EVALUATE_THREADS
