@@ -671,11 +671,7 @@ def plot_gain_curve(table: pl.DataFrame, paths: Sequence[str | Path], style: dic
     runs dashed or dotted in their strategy's colour. `table` is the gain_curve table (or its CSV); where it
     holds several metrics, the first."""
     st = _style(style)
-    if "metric" in table.columns and table.height:
-        table = table.filter(pl.col("metric") == table["metric"][0])
-    models = list(dict.fromkeys(table["model"])) if table.height else [""]
-    tasks = list(dict.fromkeys(table["task"])) if table.height else [""]
-    strategies = sorted(set(table["strategy"]), key=strategy_sort_key) if table.height else []
+    table, _, models, tasks, strategies = _first_metrics_panels(table)
     with plt.rc_context(_rc(st)):
         fig, axes = _grid(models, tasks, st)
         for i, model in enumerate(models):
@@ -707,6 +703,18 @@ def plot_gain_curve(table: pl.DataFrame, paths: Sequence[str | Path], style: dic
         return save_figure(fig, paths, st)
 
 
+def _first_metrics_panels(table: pl.DataFrame) -> tuple[pl.DataFrame, str, list[str], list[str], list[str]]:
+    """A per-metric table's rows of its first metric, that metric ("sampled" where the table has no column), and
+    the models, tasks (the panels' rows and columns) and strategies it holds, in order."""
+    metric = table["metric"][0] if "metric" in table.columns and table.height else "sampled"
+    if "metric" in table.columns:
+        table = table.filter(pl.col("metric") == metric)
+    if table.height == 0:
+        return table, metric, [""], [""], []
+    return (table, metric, list(dict.fromkeys(table["model"])), list(dict.fromkeys(table["task"])),
+            sorted(set(table["strategy"]), key=strategy_sort_key))
+
+
 def _legend_of_panels(fig, axes) -> None:
     """One legend below the panels of every label any panel drew, in the order first drawn."""
     handles, labels = [], []
@@ -727,14 +735,7 @@ def plot_gain_by_difficulty(table: pl.DataFrame, paths: Sequence[str | Path], st
     colour and line, its gain's interval as a bar; each bin's question count under its label. `table` is the
     gain_by_difficulty table (or its CSV); where it holds several metrics, the first."""
     st = _style(style)
-    if "metric" in table.columns and table.height:
-        metric = table["metric"][0]
-        table = table.filter(pl.col("metric") == metric)
-    else:
-        metric = "sampled"
-    models = list(dict.fromkeys(table["model"])) if table.height else [""]
-    tasks = list(dict.fromkeys(table["task"])) if table.height else [""]
-    strategies = sorted(set(table["strategy"]), key=strategy_sort_key) if table.height else []
+    table, metric, models, tasks, strategies = _first_metrics_panels(table)
     with plt.rc_context(_rc(st)):
         fig, axes = _grid(models, tasks, st)
         for i, model in enumerate(models):
