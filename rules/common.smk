@@ -28,6 +28,7 @@ from hardex.settings import (
     sampling_notices,
     seed_design,
     seed_list,
+    split_file_digests,
     split_spec,
     task_prompt,
     trained_run_dirs,
@@ -39,6 +40,7 @@ from hardex.cluster import check_partitions_or_exit, snakemake_executor
 from hardex.memory_plan import check_plan_or_exit, host_memory_mb
 from hardex.gpu_packages import check_packages_or_exit, conda_env
 from hardex.model_sources import gguf_file
+from hardex.io import file_sha256
 from hardex.fetch import offline_jobs
 from hardex.tasks import get_task
 from hardex.report import plan as report_plan
@@ -161,11 +163,6 @@ def pool_file(wildcards):
     return data_file(config["tasks"][wildcards.task]["pool"])
 
 
-def imported_rates_file(wildcards):
-    """The task's pass-rate file (tasks.<task>.probe.from): an input, so a changed file reruns selection."""
-    return IMPORTED_RATES[wildcards.task]
-
-
 def pool_family(wildcards):
     return split_spec(config, config["tasks"][wildcards.task]["pool"])["family"]
 
@@ -203,9 +200,12 @@ def architecture_input(wildcards):
     )
 
 
-def gguf_input(wildcards):
-    """The GGUF file a converted model is made from: a changed file converts it again."""
-    return str(gguf_file(config["models"][wildcards.model]["gguf"]))
+def gguf_location(wildcards):
+    """Where this machine has the GGUF file a model is converted from, for the job to read (under --sdm conda
+    the package holding it may be installed only where the workflow is planned). A Path, not a str: Snakemake
+    leaves values it cannot represent out of the params it compares, so a reinstall elsewhere reruns nothing;
+    the file's sha256 beside it is compared."""
+    return gguf_file(config["models"][wildcards.model]["gguf"])
 
 
 def model_mem_mb(wildcards, attempt):

@@ -31,8 +31,6 @@ rule build_model:
 
 rule convert_model:
     """Dequantize a GGUF file into a float32 from_pretrained folder (on the CPU: no gpu resource)."""
-    input:
-        gguf_input,
     output:
         directory(layout.MODEL),
     log:
@@ -49,6 +47,10 @@ rule convert_model:
         runtime=model_runtime,
     params:
         gguf=lambda w: config["models"][w.model]["gguf"],
+        # the file by its content, not as an input: a reinstall (newer, elsewhere) converts nothing again
+        sha256=lambda w: file_sha256(gguf_file(config["models"][w.model]["gguf"])),
+        # where this machine has it, a Path: Snakemake's params trigger compares no Path (gguf_location)
+        file=gguf_location,
     script:
         "../scripts/convert_model.py"
 

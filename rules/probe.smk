@@ -37,7 +37,6 @@ rule probe_from_file:
     input:
         pool=pool_file,
         overlap=layout.OVERLAP,
-        rates=imported_rates_file,
     output:
         table=layout.PROBE,
         samples=layout.PROBE_SAMPLES,
@@ -51,6 +50,9 @@ rule probe_from_file:
         "../envs/analysis.yaml"
     params:
         key=lambda w: f"tasks.{w.task}.probe.from",
+        # the file by its content, not its time: a copy of the same bytes reruns nothing
+        rates=lambda w: IMPORTED_RATES[w.task],
+        sha256=lambda w: file_sha256(IMPORTED_RATES[w.task]),
         note=lambda w: config["tasks"][w.task]["probe"].get("from_note"),
     script:
         "../scripts/probe_from_file.py"

@@ -10,4 +10,5 @@ from hardex.model_sources import convert_gguf
 
 with job_log(snakemake) as log:
     set_threads(snakemake.threads)
-    convert_gguf(snakemake.params.gguf, snakemake.output[0], log=log, file=snakemake.input[0])  # logs its own summary
+    convert_gguf(snakemake.params.gguf, snakemake.output[0], log=log, file=snakemake.params.file,
+                 sha256=snakemake.params.sha256)  # logs its own summary

@@ -14,7 +14,7 @@ from hardex.posterior import with_posterior
 from hardex.probing import PROVENANCE_KEY, SAMPLES_SCHEMA, histogram
 
 with job_log(snakemake) as log:
-    key, rates_file = snakemake.params.key, snakemake.input.rates
+    key, rates_file = snakemake.params.key, snakemake.params.rates
     rates = read_rates(rates_file, key)
     counts, prior = with_posterior(probe_table(rates, read_parquet(snakemake.input.pool), key))
     provenance = imported_provenance(rates_file, snakemake.params.note, rates, prior)
@@ -22,6 +22,8 @@ with job_log(snakemake) as log:
     write_parquet_atomic(pl.DataFrame(schema=SAMPLES_SCHEMA), snakemake.output.samples)
     write_parquet_atomic(counts, snakemake.output.table, metadata={PROVENANCE_KEY: provenance})
     imported = provenance["imported"]
+    if imported["sha256"] != snakemake.params.sha256:
+        raise SystemExit(f"{key}: {rates_file} changed since the workflow was planned; run snakemake again")
     log(f"pass rates of {counts.height} pool examples imported from {rates_file} ({key}), sha256 {imported['sha256']}"
         + (f": {imported['note']}" if imported["note"] else "") + "; no model sampled")
     log(f"samples per example {counts['k'].min()}-{counts['k'].max()}, greedy answers "

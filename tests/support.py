@@ -27,13 +27,14 @@ BUILT_CONFIG = ROOT / "experiments" / "cpu_tiny.yaml"
 RUN_ENV = {"PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
 
 
-def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout: int = 900, forked: bool = False):
+def snakemake(workdir: Path, *args: str, configfile: Path | None = None, timeout: int = 900, forked: bool = False,
+              env: dict[str, str] | None = None):
     """Run Snakemake's own CLI on this repo's Snakefile with results under `workdir`. `forked`: its script jobs
     fork from this test process's fork server (`forkserver`), for tests of what the graph runs; the shared
     smoke run and the tests of determinism, resuming after a kill and Slurm run every job in a fresh interpreter,
     as a user's run does (Snakemake's benchmark of a forked job measures its launcher, not the job: the smoke
-    run's compute table is tested)."""
-    env = {**os.environ, **RUN_ENV}
+    run's compute table is tested). `env`: more of the environment, over RUN_ENV's."""
+    env = {**os.environ, **RUN_ENV, **(env or {})}
     python = [sys.executable, "-m", "snakemake"]
     if forked:
         from hardex.forkserver import SOCKET_ENV, snakemake_command

@@ -14,16 +14,17 @@ Where the rates came from (the file, its sha256, `tasks.<task>.probe.from_note`,
 into the table's provenance (`imported_provenance`), in place of the model and sampling hardex's probe
 records, which are unknown here.
 
-Imports nothing of hardex: the config check reads files with it at planning.
+Imports only hardex.io: the config check reads files with it at planning.
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Iterable
 
 import polars as pl
+
+from hardex.io import file_sha256
 
 #: the columns a pass-rate file must have
 RATE_COLUMNS = ("id", "samples", "successes")
@@ -155,14 +156,6 @@ def probe_table(rates: pl.DataFrame, pool: pl.DataFrame, key: str) -> pl.DataFra
     order = pool.select(pl.col("id").cast(pl.Utf8), tier.alias("tier"))
     return order.join(table, on="id", how="left", maintain_order="left").select(
         "id", "k", "n_correct", "pass_rate", "greedy_correct", "tier", pl.lit(None, dtype=pl.Int64).alias("tokens"))
-
-
-def file_sha256(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def imported_provenance(path: str | Path, note: str | None, rates: pl.DataFrame, prior: dict[str, Any]) -> dict[str, Any]:

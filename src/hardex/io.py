@@ -4,6 +4,7 @@ keys resumable work, and the checkpoints a training run has saved."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -84,6 +85,20 @@ def write_json_atomic(obj: Any, path: str | Path) -> None:
 def settings_hash(settings: dict[str, Any]) -> str:
     """A short hash of settings (JSON, keys sorted): names resumable work done with exactly them."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes: what identifies an input that lives outside the results (a GGUF file in
+    an installed package, a local data file), so that a copy or a reinstall, newer but the same, reruns nothing.
+    Kept per process by the file's size and modification time: planning asks for it once per job."""
+    st = os.stat(path)
+    return _file_sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def checkpoint_steps(ckpt_dir: Path) -> list[int]:

@@ -10,7 +10,6 @@ reach no model hub.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import json
@@ -20,6 +19,7 @@ import shutil
 import time
 from pathlib import Path
 
+from hardex.io import file_sha256
 from hardex.models import ModelError
 
 PACKAGE = "package:"
@@ -77,19 +77,25 @@ def gguf_file(ref: str) -> Path:
     return path
 
 
-def convert_gguf(ref: str, out_dir: str | Path, log=print, file: str | Path | None = None) -> dict:
+def convert_gguf(ref: str, out_dir: str | Path, log=print, file: str | Path | None = None,
+                 sha256: str | None = None) -> dict:
     """Dequantize a GGUF model into a float32 `from_pretrained` folder: safetensors, config, tokenizer
     with its chat template, generation config with its end and padding tokens, and `source.json` (the
     reference, the file's sha256, parameters, seconds). Written beside `out_dir` and renamed into place,
     so a conversion cut short leaves no folder that looks whole. `file` is the file `ref` names where it
-    was found already: a job gets it as its input, since under --sdm conda the package that holds it may
-    be installed only where the workflow was planned."""
+    was found already: a job gets it from planning, since under --sdm conda the package that holds it may
+    be installed only where the workflow was planned; `sha256`, the file's digest at planning, which the
+    file must still have (a ModelError otherwise: the workflow planned for other bytes)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     t0 = time.time()
     path = Path(file) if file is not None else gguf_file(ref)
-    log(f"converting {path}")
+    digest = file_sha256(path)
+    if sha256 is not None and digest != sha256:
+        raise ModelError(f"{ref}: {path} changed since the workflow was planned (sha256 {digest[:12]}, planned "
+                         f"{sha256[:12]}); run snakemake again")
+    log(f"converting {path} (sha256 {digest[:12]})")
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
     # loaded from GGUF, the model is marked quantized and save_pretrained refuses it, though its weights are
@@ -101,9 +107,7 @@ def convert_gguf(ref: str, out_dir: str | Path, log=print, file: str | Path | No
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    with open(path, "rb") as fh:
-        sha256 = hashlib.file_digest(fh, "sha256").hexdigest()
-    source = {"gguf": ref, "sha256": sha256, "parameters": sum(p.numel() for p in model.parameters()),
+    source = {"gguf": ref, "sha256": digest, "parameters": sum(p.numel() for p in model.parameters()),
               "architecture": type(model).__name__}
     out = Path(out_dir)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from hardex.io import file_sha256
 from hardex.learnability import sampling_mismatch
 from hardex.reward_hook import hook_settings
 from hardex.selection import BOUNDARY_STRATEGIES, RunName
@@ -226,6 +227,16 @@ def split_spec(cfg: dict, ref: str) -> dict:
         if dcfg.get("config") is not None:
             spec["dataset_config"] = dcfg["config"]
     return {"family": dcfg["family"], "spec": spec}
+
+
+def split_file_digests(cfg: dict, ref: str) -> dict[str, str]:
+    """The sha256 of each local file a split reads (its `file`, and `rows` or `ids` given as a file), by path.
+    The data job's params carry them and no file is its input: a changed file makes the split again, while a
+    copy of the same bytes, newer or elsewhere, reruns nothing. A file not there is left out (its job says so)."""
+    ds, split = ref.split("/", 1)
+    spec = cfg["datasets"][ds]["splits"][split]
+    paths = [spec.get("file")] + [spec.get(key) for key in ("rows", "ids") if isinstance(spec.get(key), str)]
+    return {p: file_sha256(p) for p in paths if p and Path(p).is_file()}
 
 
 def sampling_notices(cfg: dict) -> list[str]:

@@ -1,11 +1,8 @@
 """Models from a GGUF file through Snakemake's own CLI: a source no job could load stops the dry run in one
-line, and a GGUF model is converted by one job that every job of the model waits for, and converted
-again when its file changes."""
+line, and a GGUF model is converted by one job that every job of the model waits for."""
 
 from __future__ import annotations
 
-import os
-import time
 
 import pytest
 
@@ -41,39 +38,14 @@ def job_counts(res) -> dict[str, int]:
     return {rule: out.count(f"rule {rule}:") for rule in ("convert_model", "build_model", "probe")}
 
 
-def test_a_gguf_model_is_converted_once_and_again_when_its_file_changes(tmp_path, smoke_config):
+def test_a_gguf_model_is_converted_once_before_every_job_of_the_model(tmp_path, smoke_config):
+    """(What reruns the conversion, a changed file and not a newer copy: tests/workflow/test_inputs_by_content.py.)"""
     pytest.importorskip("gguf", reason="gguf is not installed (README: A real model on this CPU)")
     (tmp_path / "models").mkdir()
     gguf = tmp_path / "models" / "smol.gguf"
-    gguf.write_bytes(b"GGUF")  # planning reads no GGUF file: the bytes are never loaded
+    gguf.write_bytes(b"GGUF")  # planning reads no GGUF file as a model: the bytes are never loaded
     gguf_config(tmp_path, smoke_config, path="gguf", gguf="models/smol.gguf")
     probe = "results/probe/smol/swaps.parquet"
     res = snakemake(tmp_path, "-n", "--cores", "1", probe)
     assert job_counts(res) == {"convert_model": 1, "build_model": 0, "probe": 1}
-    assert "input: models/smol.gguf" in res.stdout  # the file itself: its changes rerun the conversion
     assert "input: results/data/swaps/pool.parquet, results/overlap/swaps.json, results/models/smol" in res.stdout
-
-    # a finished run's times, ahead of now: Snakemake also reruns outputs older than the workflow's own
-    # files, which a fresh clone (or an edit) has just written
-    ahead = time.time() + 600
-
-    def finished(rel: str, minutes_ago: int) -> None:  # a file (a folder: rel ends in /) of a finished run
-        path = tmp_path / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.mkdir() if rel.endswith("/") else path.touch()
-        os.utime(path, (ahead - 60 * minutes_ago,) * 2)
-
-    os.utime(gguf, (ahead - 300,) * 2)
-    finished("results/models/smol/", 4)
-    finished("results/data/swaps/pool.parquet", 3)
-    finished("results/overlap/swaps.json", 3)
-    finished(probe, 2)
-    finished(probe.replace(".parquet", ".samples.parquet"), 2)
-    assert job_counts(snakemake(tmp_path, "-n", "--cores", "1", probe)) == {
-        "convert_model": 0, "build_model": 0, "probe": 0}
-    gguf.write_bytes(b"GGUF, another model")  # the file changes: converted again, and probed again after it
-    os.utime(gguf, (ahead + 60,) * 2)
-    res = snakemake(tmp_path, "-n", "--cores", "1", probe)
-    assert job_counts(res) == {"convert_model": 1, "build_model": 0, "probe": 1}
-    assert "reason: Updated input files: models/smol.gguf" in res.stdout
-    assert "Input files updated by another job: results/models/smol" in res.stdout
