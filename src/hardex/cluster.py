@@ -1,11 +1,12 @@
-"""The Slurm partitions a run asks for, checked against the cluster's at planning time, and its resource keys
-against those the Slurm executor reads.
+"""The Slurm partitions and GPU types a run asks for, checked against the cluster's at planning time, and its
+resource keys against those the Slurm executor reads.
 
 Under the Slurm executor (`--executor slurm`, profiles/slurm) every `slurm_partition` resource becomes
 sbatch's `-p`. Slurm refuses an unknown partition only when a job is submitted, which may be hours into a
 run (the report's rules run locally, the train jobs late), so planning checks each one the profile or the
-command line gives (default-resources, and set-resources per rule) against `sinfo`. A cluster whose `sinfo`
-is missing or fails is said once and not checked.
+command line gives (default-resources, and set-resources per rule) against `sinfo`, and each `gpu_model`
+(the plugin's `--gpus=TYPE:N`) against the GPU types the nodes' GRES report; a run naming no partition is
+told which one its jobs go to. A cluster whose `sinfo` is missing or fails is said once and not checked.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Mapping
 #: seconds sinfo may take (a busy controller answers in well under one)
 SINFO_TIMEOUT_S = 30
 PARTITION = "slurm_partition"
+GPU_MODEL = "gpu_model"
 
 
 #: the resources the Slurm executor plugin reads (snakemake-executor-plugin-slurm's sources) and Snakemake's own: a
@@ -97,21 +99,72 @@ def requested_partitions(default_resources: Mapping | None,
     return found
 
 
-def cluster_partitions() -> list[str]:
-    """The cluster's partitions (`sinfo -h -o %P`, the default one's `*` marker stripped)."""
+def _sinfo(field: str) -> list[str]:
+    """The non-empty lines of `sinfo -h -o <field>`; PartitionsUnknown where sinfo is missing or fails."""
     if shutil.which("sinfo") is None:
         raise PartitionsUnknown("no sinfo on this machine")
     try:
-        res = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True, timeout=SINFO_TIMEOUT_S)
+        res = subprocess.run(["sinfo", "-h", "-o", field], capture_output=True, text=True, timeout=SINFO_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise PartitionsUnknown(f"sinfo failed: {e}") from None
     if res.returncode != 0:
         why = (res.stderr.strip().splitlines() or [f"exit code {res.returncode}"])[-1]
         raise PartitionsUnknown(f"sinfo failed: {why}")
-    names = [line.strip().rstrip("*") for line in res.stdout.splitlines() if line.strip()]
-    if not names:
+    return [line.strip() for line in res.stdout.splitlines() if line.strip()]
+
+
+def cluster_partitions() -> list[str]:
+    """The cluster's partitions (`sinfo -h -o %P`), the default one first, its `*` marker stripped."""
+    lines = _sinfo("%P")
+    if not lines:
         raise PartitionsUnknown("sinfo lists no partition")
-    return list(dict.fromkeys(names))
+    ordered = [line for line in lines if line.endswith("*")] + [line for line in lines if not line.endswith("*")]
+    return list(dict.fromkeys(line.rstrip("*") for line in ordered))
+
+
+def default_partition() -> str | None:
+    """The partition a job that names none goes to (sinfo's `*`), or None where the cluster marks none."""
+    return next((line.rstrip("*") for line in _sinfo("%P") if line.endswith("*")), None)
+
+
+def requested_gpu_models(default_resources: Mapping | None,
+                         overwrite_resources: Mapping[str, Mapping] | None) -> list[tuple[str, str]]:
+    """(key, GPU type) of every gpu_model in default-resources and in set-resources per rule."""
+    found = []
+    for where, rule, resources in _resource_sources(default_resources, overwrite_resources):
+        if GPU_MODEL in resources and (value := _value(resources[GPU_MODEL], rule)):
+            found.append((f"{where}: {GPU_MODEL}", str(value).strip().strip("'\"")))
+    return found
+
+
+def cluster_gpu_types() -> tuple[list[str], list[str]]:
+    """(the GPU types the cluster's nodes report, the GRES entries of GPUs without a type) from `sinfo -h -o %G`:
+    `gpu:h100:8(S:0-1)` is typed h100, `gpu:8` untyped, `(null)` no GPU."""
+    types, untyped = [], []
+    for line in _sinfo("%G"):
+        for entry in line.split(","):
+            parts = entry.split("(")[0].strip().split(":")
+            if parts[0] != "gpu":
+                continue
+            if len(parts) >= 3:
+                types.append(parts[1])
+            else:
+                untyped.append(entry.strip())
+    return list(dict.fromkeys(types)), list(dict.fromkeys(untyped))
+
+
+def gpu_model_error(requested: list[tuple[str, str]], types: list[str], untyped: list[str]) -> str | None:
+    """One line naming each key whose GPU type the cluster does not report (sbatch would refuse its jobs at
+    submission, hours in), with the types it does; None if every one is there."""
+    missing = [f"{key} {name!r}" for key, name in requested if name not in types]
+    if not missing:
+        return None
+    if types:
+        return f"{', '.join(missing)}: not a GPU type of this cluster; its types (sinfo's GRES): {', '.join(types)}"
+    if untyped:
+        return (f"{', '.join(missing)}: this cluster's GPUs carry no type (sinfo's GRES: {', '.join(untyped)}), so "
+                f"sbatch refuses any --gpus=TYPE:N; leave gpu_model out")
+    return f"{', '.join(missing)}: this cluster reports no GPU (sinfo's GRES lists none)"
 
 
 def partition_error(requested: list[tuple[str, str]], known: list[str]) -> str | None:
@@ -132,15 +185,20 @@ def check_partitions_or_exit(resource_settings, executor: str | None) -> None:
     if typos := misspelt_resources(resource_settings.default_resources, resource_settings.overwrite_resources):
         print(f"hardex: slurm error: {'; '.join(typos)}: the Slurm executor reads no such resource", file=sys.stderr)
         sys.exit(1)
-    requested = requested_partitions(resource_settings.default_resources, resource_settings.overwrite_resources)
-    if not requested:  # jobs go to the cluster's default partition
-        return
+    resources = (resource_settings.default_resources, resource_settings.overwrite_resources)
+    requested = requested_partitions(*resources)
+    gpu_models = requested_gpu_models(*resources)
     try:
-        known = cluster_partitions()
+        known, default = cluster_partitions(), default_partition()
+        types, untyped = cluster_gpu_types() if gpu_models else ([], [])
     except PartitionsUnknown as e:
-        print(f"hardex: notice: Slurm partitions not checked ({e})", file=sys.stderr)
+        print(f"hardex: notice: Slurm partitions and GPU types not checked ({e})", file=sys.stderr)
         return
-    error = partition_error(requested, known)
+    if not requested:
+        print(f"hardex: notice: no slurm_partition in the profile or on the command line: every job goes to the "
+              f"cluster's default partition ({default or 'sinfo marks none'}; its partitions: {', '.join(known)}; "
+              f"profiles/README.md)", file=sys.stderr)
+    error = partition_error(requested, known) or gpu_model_error(gpu_models, types, untyped)
     if error:
         print(f"hardex: slurm error: {error}", file=sys.stderr)
         sys.exit(1)

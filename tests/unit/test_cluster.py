@@ -9,7 +9,8 @@ import sys
 import pytest
 import yaml
 
-from hardex.cluster import (PartitionsUnknown, cluster_partitions, misspelt_resources, partition_error,
+from hardex.cluster import (PartitionsUnknown, cluster_gpu_types, cluster_partitions, default_partition,
+                            gpu_model_error, misspelt_resources, partition_error, requested_gpu_models,
                             requested_partitions)
 from tests.support import ROOT
 
@@ -81,9 +82,35 @@ def _sinfo(tmp_path, monkeypatch, script: str | None) -> None:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands for sinfo")
-def test_the_clusters_partitions_without_the_default_marker(tmp_path, monkeypatch):
-    _sinfo(tmp_path, monkeypatch, 'echo "debug*"; echo gpu; echo gpu')
-    assert cluster_partitions() == ["debug", "gpu"]
+def test_the_clusters_partitions_without_the_default_marker_the_default_first(tmp_path, monkeypatch):
+    _sinfo(tmp_path, monkeypatch, 'echo gpu; echo "debug*"; echo gpu')
+    assert cluster_partitions() == ["debug", "gpu"] and default_partition() == "debug"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a shell script stands for sinfo")
+def test_the_clusters_gpu_types_from_its_nodes_generic_resources(tmp_path, monkeypatch):
+    """sinfo -o %G prints one line per node group: typed GPUs (with a socket binding or not), untyped ones, other
+    generic resources, and (null) for none."""
+    _sinfo(tmp_path, monkeypatch, 'echo "(null)"; echo "gpu:a100:4(S:0-1)"; echo "gpu:h100:8,shard:16"; '
+                                  'echo "gpu:2"; echo "gpu:a100:2"')
+    assert cluster_gpu_types() == (["a100", "h100"], ["gpu:2"])
+
+
+def test_a_gpu_type_is_read_from_each_rule_as_a_job_would_see_it(tmp_path):
+    profile = {"executor": "slurm", "default-resources": {"slurm_partition": "gpu"},
+               "set-resources": {"train": {"gpu_model": "h100"}, "probe": {"gpu_model": "'a100'"}}}
+    assert sorted(requested_gpu_models(*parsed(tmp_path, profile))) == [
+        ("set-resources: probe: gpu_model", "a100"), ("set-resources: train: gpu_model", "h100")]
+
+
+def test_the_gpu_type_error_says_what_the_cluster_has():
+    asked = [("set-resources: train: gpu_model", "h100")]
+    assert gpu_model_error(asked, ["h100", "a100"], []) is None
+    assert gpu_model_error(asked, ["a100"], ["gpu:2"]) == (
+        "set-resources: train: gpu_model 'h100': not a GPU type of this cluster; its types (sinfo's GRES): a100")
+    assert "carry no type (sinfo's GRES: gpu:2)" in gpu_model_error(asked, [], ["gpu:2"])
+    assert gpu_model_error(asked, [], []) == (
+        "set-resources: train: gpu_model 'h100': this cluster reports no GPU (sinfo's GRES lists none)")
 
 
 @pytest.mark.parametrize("script, why", [
