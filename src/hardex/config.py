@@ -104,7 +104,8 @@ def _schema_error_line(err) -> str:
         return f"{key + '.' if err.absolute_path else ''}{missing[0]}: required key is missing"
     if kind == "enum":  # a rehearsal's own scorings (hardex-rehearse writes them) are not for a user to write
         allowed = [str(e) for e in sch["enum"] if not str(e).startswith("rehearsal+")]
-        return f"{key}: {v!r} is not allowed; allowed: {', '.join(allowed)}"
+        other = "; for another card state its peaks in compute.gpu_rates" if key == "compute.gpu_kind" else ""
+        return f"{key}: {v!r} is not allowed; allowed: {', '.join(allowed)}{other}"
     if kind == "type":
         hint = _share_hint(key, v) or _number_hint(v, sch["type"])
         return f"{key}: {v!r} has the wrong type; expected {sch['type']}{hint}"

@@ -2,7 +2,7 @@
 from its work (steps x completions x tokens; prompts x samples x tokens) at stated GPU rates rather than from
 the model's size alone, so that a long run of a large model is not killed at its first attempt's limit.
 
-The rates are those stated for the GPU kind the config names (compute.gpu_kind: GPU_RATES); on a CPU, and
+The rates are those stated for the GPU kind the config names (compute.gpu_kind: GPU_RATES; compute.gpu_rates for another card); on a CPU, and
 where the work cannot be known while Snakemake plans (an architecture that is not kept, a hub split not
 downloaded yet), a job asks compute.runtime_min + runtime_min_per_b x size_b minutes as before. Snakemake
 sizes a job's resources again when it submits it, once its inputs exist, so the row counts read from their
@@ -79,8 +79,17 @@ RUNTIME_SAFETY = 1.5
 
 
 def gpu_rates(cfg: dict) -> GpuRates:
-    """The stated rates of the config's GPU kind (compute.gpu_kind; an H100's where it is not set)."""
-    return GPU_RATES[(cfg.get("compute") or {}).get("gpu_kind") or "h100"]
+    """The stated rates of the config's GPU: compute.gpu_rates where a user states another card's peaks, else
+    compute.gpu_kind's (an H100's where neither is set)."""
+    compute = cfg.get("compute") or {}
+    if stated := compute.get("gpu_rates"):
+        return GpuRates(stated.get("name") or "compute.gpu_rates", stated["tflops"] * 1e12, stated["hbm_gbps"] * 1e9)
+    return GPU_RATES[compute.get("gpu_kind") or "h100"]
+
+
+def rates_key(cfg: dict) -> str:
+    """The config key the rates come from, as messages name it."""
+    return "compute.gpu_rates" if (cfg.get("compute") or {}).get("gpu_rates") else "compute.gpu_kind"
 
 
 def generation_seconds(s: Shape, n_params: int, nbytes: int, *, prompts: int, samples: int, prompt_tokens: int,
@@ -404,7 +413,7 @@ def gpu_hours_lines(cfg: dict, benchmarks: Callable[[str, bool], list[dict]], pr
         return []
     rates = gpu_rates(cfg)
     upto = "up to " if seed_design(cfg) else ""
-    lines = [f"GPU-hours of each model's jobs, their work estimated at {rates.source()} (compute.gpu_kind), "
+    lines = [f"GPU-hours of each model's jobs, their work estimated at {rates.source()} ({rates_key(cfg)}), "
              f"model loading and Slurm's margin not counted:"]
     for model in cfg["models"]:
         measured = measured_train(cfg, model, root)

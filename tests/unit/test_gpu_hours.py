@@ -65,6 +65,15 @@ def test_an_unknown_gpu_kind_is_refused_naming_the_key(smoke_config):
     with pytest.raises(ConfigError, match=r"^compute\.gpu_kind") as err:
         check_config(cfg)
     assert "\n" not in str(err.value)
+    assert str(err.value).endswith("for another card state its peaks in compute.gpu_rates")
+
+
+def test_another_cards_stated_peaks_replace_the_kinds(gpu_config):
+    cfg = {**gpu_config, "compute": {**gpu_config["compute"], "gpu_rates": {"tflops": 362, "hbm_gbps": 864}}}
+    rates = gpu_rates(cfg)
+    assert (rates.peak_flops, rates.peak_bytes_per_s) == (362e12, 864e9)
+    assert rates.flops / rates.peak_flops == GPU_RATES["h100"].flops / GPU_RATES["h100"].peak_flops
+    assert rates.source() == "compute.gpu_rates stated rates: 30% of 362 TFLOP/s bf16, 45% of 0.864 TB/s"
 
 
 # ---- a measured rate is preferred where a model's runs recorded steps ----

@@ -58,6 +58,12 @@ def test_the_gpu_hours_follow_the_work(tmp_path, smoke_config):
     assert "at A100 stated rates: 30% of 312 TFLOP/s bf16, 45% of 2.039 TB/s" in a100
     assert hours(a100)["train"] > doubled["train"]
 
+    # a card gpu_kind does not list: its data sheet's peaks, in place of gpu_kind's (issue 61)
+    cfg["compute"]["gpu_rates"] = {"name": "L40S", "tflops": 362, "hbm_gbps": 864}
+    l40s = dry_run(tmp_path, cfg, "l40s")
+    assert "at L40S stated rates: 30% of 362 TFLOP/s bf16, 45% of 0.864 TB/s (compute.gpu_rates)" in l40s
+    assert hours(a100)["train"] < hours(l40s)["train"]  # a bit more compute than an A100, but less bandwidth
+
 
 def test_a_cpu_config_prints_no_gpu_hours(tmp_path, smoke_config):
     out = dry_run(tmp_path, copy.deepcopy(smoke_config), "cpu")
