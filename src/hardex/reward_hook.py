@@ -3,8 +3,9 @@ the task's scorer, as TRL's `reward_funcs` and verl's `custom_reward_function` a
 
 A hook is named by a spec string: ``module:function`` or ``package.module:function`` (imported as Python
 imports it: an installed package, or one on PYTHONPATH), or ``path/file.py:function``, a file relative to the
-workflow's directory (the one holding the Snakefile, which rules/common.smk puts in HARDEX_WORKFLOW_DIR for
-planning and every job; elsewhere the working directory) or an absolute path.
+working directory (a user's study folder, where data files are read from too), else to the workflow's
+directory where the file is there only (the one holding the Snakefile, which rules/common.smk puts in
+HARDEX_WORKFLOW_DIR for planning and every job: the checkout's examples/), or an absolute path.
 It is called as the task's scorer is in training, once per completion::
 
     hook(completion, answer, prompt) -> number
@@ -59,18 +60,26 @@ def is_file_spec(spec: str) -> bool:
 
 
 def workflow_dir() -> Path:
-    """Where a relative hook file is read from: the workflow's directory (HARDEX_WORKFLOW_DIR, which the
-    Snakefile sets to its own folder), else the working directory (the library used from a checkout)."""
+    """The workflow's directory (HARDEX_WORKFLOW_DIR, which the Snakefile sets to its own folder), else the
+    working directory (the library used from a checkout)."""
     return Path(os.environ.get(WORKFLOW_DIR_VARIABLE) or ".").resolve()
 
 
+def hook_root(spec: str) -> Path:
+    """Where a relative hook file is read from: the working directory, as a data file is (a user's study
+    folder), else the workflow's directory where the file is there only (the checkout's examples/)."""
+    target = _parts(spec)[0]
+    here = Path.cwd().resolve()
+    return next((root for root in (here, workflow_dir()) if (root / target).is_file()), here)
+
+
 def resolved(spec: str, root: Path | None = None) -> str:
-    """The spec with a relative file made absolute (from `root`, by default `workflow_dir()`): what processes
+    """The spec with a relative file made absolute (from `root`, by default `hook_root`): what processes
     elsewhere load."""
     if not is_file_spec(spec):
         return spec
     target, function = _parts(spec)
-    return f"{((root or workflow_dir()) / target).resolve()}:{function}"
+    return f"{((root or hook_root(spec)) / target).resolve()}:{function}"
 
 
 def _one_line(e: Exception) -> str:
@@ -82,7 +91,8 @@ def _import(spec: str, root: Path):
     if is_file_spec(spec):
         path = (root / target).resolve()
         if not path.is_file():
-            where = "" if Path(target).is_absolute() else " (a relative path is read from the workflow's directory)"
+            where = "" if Path(target).is_absolute() else (f" (a relative path is read from the working directory, "
+                                                            f"then from the workflow's, {workflow_dir()})")
             raise HookError(f"{spec}: no file {path}{where}")
         name = "hardex_reward_hook_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
         module_spec = importlib.util.spec_from_file_location(name, path)
@@ -114,7 +124,7 @@ def load_hook(spec: str, root: Path | None = None) -> Callable:
 
 
 def _load(spec: str, root: Path | None) -> tuple[Callable, Path | None]:
-    root = Path(root) if root is not None else workflow_dir()
+    root = Path(root) if root is not None else hook_root(spec)
     key = (spec, root)
     if key not in _loaded:
         fn, module = _import(spec, root)

@@ -59,6 +59,21 @@ def test_a_hook_loads_from_a_file_relative_to_the_workflow_directory_or_absolute
     assert resolved("mypkg.scoring:score", root=tmp_path) == "mypkg.scoring:score"  # a module is found by import
 
 
+def test_a_relative_hook_file_is_read_from_the_study_folder_first_as_data_files_are(tmp_path, monkeypatch):
+    """issue 61: `reward: my_reward.py:reward` beside a user's config was looked for in the hardex checkout."""
+    study, checkout = tmp_path / "my-study", tmp_path / "hardex"
+    write(study / "my_reward.py", HOOK)
+    write(checkout / "examples" / "hook.py", HOOK.replace("0.25", "0.5"))
+    monkeypatch.chdir(study)
+    monkeypatch.setenv("HARDEX_WORKFLOW_DIR", str(checkout))
+    assert load_hook("my_reward.py:reward")("no", "x", "p") == 0.25
+    assert resolved("my_reward.py:reward") == f"{(study / 'my_reward.py').resolve()}:reward"
+    # a file only the checkout has (its examples) is still found there
+    assert load_hook("examples/hook.py:reward")("no", "x", "p") == 0.5
+    with pytest.raises(HookError, match="read from the working directory, then from the workflow's"):
+        load_hook("missing.py:reward")
+
+
 @pytest.mark.parametrize("spec,files,message", [
     ("no_such_module_anywhere:reward", {}, "no module named 'no_such_module_anywhere'"),
     ("hooks/missing.py:reward", {}, "no file"),

@@ -5,13 +5,17 @@ Planning only (`snakemake -n`): no model, dataset or cluster is reached."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support import ROOT, snakemake, stub_hub_cache
+from tests.support import ROOT, RUN_ENV, snakemake, stub_hub_cache
 from tests.workflow.test_experiments import check_counts, grid_counts, job_stats
 
 PAGE = ROOT / "docs" / "your-own-run"
@@ -64,3 +68,32 @@ def test_the_site_profile_plans_through_the_slurm_executor(tmp_path):
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-4000:]
     assert job_stats(out)["train"] == grid_counts(yaml.safe_load(NODE.read_text()))["train"]
+
+
+def page_commands() -> list[str]:
+    """The snakemake command lines of the page's bash blocks, as a user copies them (comments dropped)."""
+    text = (ROOT / "docs" / "your-own-run.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    lines = [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line.startswith("snakemake ")]
+
+
+def test_the_pages_commands_plan_as_typed_in_the_study_folder(tmp_path):
+    """issue 61: the page's Slurm commands had no -s and stopped with "No Snakefile found" in the study folder.
+    Each command runs in a shell from the study folder, as typed, with the checkout for /path/to/hardex and
+    -n added where the page runs the study (a plan submits and trains nothing)."""
+    commands = page_commands()
+    assert len(commands) >= 4, commands
+    (tmp_path / "my-study").mkdir()
+    study = own_run_dir(tmp_path / "my-study", 2000)
+    shutil.copytree(PAGE / "site-profile", study / "site-profile")
+    env = {**os.environ, **RUN_ENV, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for command in commands:
+        typed = command.replace("/path/to/hardex", str(ROOT))
+        if "--report" in typed:  # the report of a finished study: here that it names the workflow and the config
+            assert f"-s {ROOT}/Snakefile" in typed and "--configfile node.yaml" in typed, command
+            continue
+        planned = typed if " -n " in f"{typed} " else f"{typed} -n"
+        res = subprocess.run(["bash", "-c", planned], cwd=study, env=env, capture_output=True, text=True, timeout=300)
+        out = res.stdout + res.stderr
+        assert res.returncode == 0 and "Job stats" in out, f"{command}\n{out[-3000:]}"
