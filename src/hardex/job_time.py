@@ -428,7 +428,29 @@ def gpu_hours_lines(cfg: dict, benchmarks: Callable[[str, bool], list[dict]], pr
     if any("? h" in line for line in lines):
         lines.append("  ?: a job whose work is unknown while planning (the model's architecture, or a split's size "
                      "before its data exists)")
+    if line := gpus_per_job_line(cfg):
+        lines.append(f"  {line}")
     return lines
+
+
+#: GPUs of the largest common node: a run trains on one node (hardex.launch: accelerate's --num_machines 1)
+NODE_GPUS = 8
+
+
+def gpus_per_job_line(cfg: dict) -> str | None:
+    """Where compute.gpu is above 1, what it means in GPUs per job (users read it as the node's count: 8 GPUs
+    a probe and 64 a train job of 8 processes), or None at compute.gpu 0 or 1."""
+    gpu = cfg["compute"]["gpu"]
+    if gpu <= 1:
+        return None
+    train = {model: train_gpus(cfg, model) for model in cfg["models"]}
+    most = max(train.values())
+    over = (f"; {most} is more than a {NODE_GPUS}-GPU node holds, and a run trains on one node"
+            if most > NODE_GPUS else "")
+    return (f"compute.gpu {gpu} is each job's GPUs, not the node's: a train job takes "
+            f"{', '.join(f'{n} ({m})' for m, n in train.items())}, a probe or evaluate job {generation_gpus(cfg)}"
+            f"{over} (one GPU a job on an {NODE_GPUS}-GPU node: compute.gpu 1 with --resources gpu={NODE_GPUS}; "
+            f"docs/your-own-run.md, section 3)")
 
 
 def print_gpu_hours(cfg: dict, benchmarks: Callable[[str, bool], list[dict]], probed: list[str] | None = None) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from hardex import layout
 from hardex.config import ConfigError, check_config
-from hardex.job_time import (GPU_RATES, gpu_hours, gpu_hours_lines, gpu_rates, measured_train, sampling_seconds,
-                             train_seconds)
+from hardex.job_time import (GPU_RATES, gpu_hours, gpu_hours_lines, gpu_rates, gpus_per_job_line, measured_train,
+                             sampling_seconds, train_seconds)
 from hardex.settings import decodings
 
 
@@ -124,3 +124,20 @@ def test_gpus_per_job_count_into_the_hours(gpu_config):
     # two processes share a step's work (half the seconds each) on two GPUs: the same GPU-hours
     assert (one.gpus, both.gpus) == (1, 2) and both.hours == pytest.approx(one.hours)
     assert one.jobs == 6  # hard, easy, random, hard_online, hard_random_reward, hard_format; seed 0
+
+
+# ---- compute.gpu is per job: said where it is above one ----
+
+
+def test_gpus_per_job_are_said_where_compute_gpu_is_above_one(gpu_config):
+    """issue 61: `compute.gpu: 8` meant "my node has 8" and `grpo.processes: 8` beside it made train jobs of 64
+    GPUs, with no word at planning."""
+    assert gpus_per_job_line(gpu_config) is None  # compute.gpu 1: one GPU a job, as it reads
+    cfg = {**gpu_config, "compute": {**gpu_config["compute"], "gpu": 8},
+           "grpo": {**gpu_config["grpo"], "processes": 8}}
+    line = gpus_per_job_line(cfg)
+    assert line.startswith("compute.gpu 8 is each job's GPUs, not the node's: a train job takes 64 (tiny), a probe "
+                           "or evaluate job 8; 64 is more than a 8-GPU node holds, and a run trains on one node")
+    assert any(line in out for out in gpu_hours_lines(cfg, benchmarks(cfg)))
+    cfg["grpo"] = {**cfg["grpo"], "processes": 1}
+    assert "more than" not in gpus_per_job_line(cfg) and "a train job takes 8 (tiny)" in gpus_per_job_line(cfg)
