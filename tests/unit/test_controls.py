@@ -206,10 +206,24 @@ def test_a_run_name_of_no_run_is_refused(online, control):
         RunName("hard", online=online, control=control)
 
 
-def test_every_control_has_its_reward_and_its_log_line():
+def test_every_control_pays_by_its_own_rule_and_has_its_log_line():
+    """Each control's defining behaviour (a control that always paid 0 passed the former test): shuffled pays the
+    true reward against the reference it is handed (its rows hold another example's), format pays the form of a
+    right and a wrong boxed answer alike and less for none, random_reward pays 0 or the scale at the batch's true
+    rate, whatever each completion says."""
     task = get_task("addition", "lenient")
+    right, wrong, none = "so \\boxed{12}", "so \\boxed{13}", "no idea"
+    shuffled = run_reward("shuffled", task, 2.0)
+    assert (shuffled(right, "12", None), shuffled(wrong, "12", None), shuffled(right, "13", None)) == (2.0, 0.0, 0.0)
+    fmt = run_reward("format", task, 2.0)
+    assert fmt(right, "12", None) == fmt(wrong, "12", None) == 2.0 and fmt(none, "12", None) == 0.0
+    rand = run_reward("random_reward", task, 2.0, seed=3)
+    completions = [right] * 30 + [wrong] * 30  # half right: paid at rate one half, not by correctness
+    paid = rand.batch(completions, ["12"] * 60, ["p"] * 60)
+    assert set(paid) == {0.0, 2.0} and 15 <= paid.count(2.0) <= 45
+    assert paid[:30] != [2.0] * 30 and paid[30:] != [0.0] * 30
+    assert set(CONTROLS) == {"shuffled", "format", "random_reward"}  # each one tested above
     for control in CONTROLS:
-        assert run_reward(control, task, 1.0)("\\boxed{12}", "12", None) in (0.0, 0.25, 0.5, 0.75, 1.0)
         assert reward_line(control, 1.0).startswith("reward: ")
 
 

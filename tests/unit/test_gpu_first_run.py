@@ -5,6 +5,7 @@ them (they skip without CUDA; tools/gpu-smoke.sh runs the same on a lent GPU).""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import subprocess
 import sys
@@ -54,12 +55,29 @@ def test_the_reduction_runs_in_a_one_process_group_on_the_devices_tensor(one_pro
     assert seen == [torch.device("cpu")]  # reduced (a 1-process group too), on the device it was given
 
 
-def test_the_step_recorder_reduces_on_the_trainers_device():
-    import inspect
+def test_the_step_recorder_reduces_on_the_trainers_device(tmp_path, monkeypatch):
+    """Driven as TRL's trainer drives it (on_step_begin, on_log with the step's logs): the counts are reduced on
+    the device of the trainer's args (a CUDA device under nccl), and the step's row is written."""
+    from types import SimpleNamespace
 
     from hardex import checkpoints
 
-    assert "summed_over_processes(counts(), getattr(args, \"device\", None))" in inspect.getsource(checkpoints.step_recorder)
+    handed = []
+
+    def reduce(counts, device=None):
+        handed.append(device)
+        return counts
+
+    monkeypatch.setattr(checkpoints, "summed_over_processes", reduce)
+    device = object()  # the trainer's own device, whatever it is
+    recorder = checkpoints.step_recorder(tmp_path / "steps.jsonl", lambda: {"rollouts_generated": 8})
+    state = SimpleNamespace(global_step=3, is_world_process_zero=True)
+    args = SimpleNamespace(device=device)
+    recorder.on_step_begin(args, state, None)
+    recorder.on_log(args, state, None, logs={"reward": 0.5, "loss": 0.1, "grad_norm": 1.0})
+    assert handed == [device]
+    row = json.loads((tmp_path / "steps.jsonl").read_text())
+    assert row["step"] == 3 and row["rollouts_generated"] == 8
 
 
 @GPU
