@@ -8,7 +8,10 @@ rules read are `hardex.settings`; the cross-checks here read them too.
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -380,6 +383,27 @@ def _check_split_fields(datasets: dict) -> None:
                             f"(its first row's columns: {', '.join(read[1])})")
 
 
+def _made_split(family: str, spec: dict) -> pl.DataFrame:
+    """A split as its dataset_split job makes it (a DataError where it cannot be), made once per planning: the
+    checks of local files, of imported pass rates and of reward hooks all read it. Kept by the spec and the
+    times and sizes of the files it names, so an edited file is read again."""
+    stamps = tuple((p, os.stat(p).st_mtime_ns, os.stat(p).st_size) for key in ("file", "rows", "ids")
+                   if isinstance(p := spec.get(key), str) and os.path.isfile(p))
+    made = _made_split_cached(family, json.dumps(spec, sort_keys=True, default=str), stamps)
+    if isinstance(made, DataError):
+        raise made
+    return made
+
+
+@functools.lru_cache(maxsize=32)
+def _made_split_cached(family: str, spec_json: str, stamps: tuple) -> pl.DataFrame | DataError:
+    spec = json.loads(spec_json)
+    try:
+        return keep_listed(get_task(family).load_split(spec, root=None), spec)
+    except DataError as e:
+        return e
+
+
 def _check_local_splits(datasets: dict) -> None:
     """Each split read from a local file, made as its job will make it: a row without its answer or a repeated
     id stops planning, not the data job."""
@@ -387,7 +411,7 @@ def _check_local_splits(datasets: dict) -> None:
         for split, spec in dcfg["splits"].items():
             if spec.get("file") and "{config}" not in spec["file"]:
                 try:
-                    keep_listed(get_task(dcfg["family"]).load_split({"name": split, **spec}, root=None), spec)
+                    _made_split(dcfg["family"], {"name": split, **spec})
                 except DataError as e:
                     raise ConfigError(f"datasets.{ds}.splits.{split}: {e}") from None
 
@@ -557,7 +581,7 @@ def _planned_split(cfg: dict, ref: str) -> pl.DataFrame | None:
     if spec["family"] not in GENERATED_FAMILIES and not spec["spec"].get("file"):
         return None
     try:
-        return keep_listed(get_task(spec["family"]).load_split(spec["spec"], root=None), spec["spec"])
+        return _made_split(spec["family"], spec["spec"])
     except (DataError, OSError, ValueError):
         return None
 
