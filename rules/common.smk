@@ -337,9 +337,9 @@ def train_threads(wildcards):
     """run_threads for each training process (grpo.processes, hardex.launch), and on GPUs the CPUs of the run's
     vLLM engine (in-process: its engine core) or server (its front end, engine core and a worker per GPU).
     """
-    g = grpo_settings(config, wildcards.model)
-    engine = {"vllm": 1, "vllm-server": 2 + g["vllm_server_gpus"]}.get(g["rollouts"], 0)
-    return RUN_JOB_THREADS * g["processes"] + (engine if MODEL_JOB_GPU > 0 else 0)
+    grpo = grpo_settings(config, wildcards.model)
+    engine = {"vllm": 1, "vllm-server": 2 + grpo["vllm_server_gpus"]}.get(grpo["rollouts"], 0)
+    return RUN_JOB_THREADS * grpo["processes"] + (engine if MODEL_JOB_GPU > 0 else 0)
 
 
 def every(template, **fields):

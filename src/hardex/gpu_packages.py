@@ -31,13 +31,13 @@ def needed_packages(cfg: dict) -> dict[str, str]:
     if cfg["generation"]["backend"] == "vllm":
         need["vllm"] = "generation.backend: vllm"
     for model in cfg["models"]:
-        g = grpo_settings(cfg, model)
+        grpo = grpo_settings(cfg, model)
         where = f"models.{model}.grpo" if cfg["models"][model].get("grpo") else "grpo"
-        if g["quantization"] == "4bit":
+        if grpo["quantization"] == "4bit":
             need.setdefault("bitsandbytes", f"{where}.quantization: 4bit")
-        if g["processes"] > 1 and g["distributed"].startswith("zero"):
+        if grpo["processes"] > 1 and grpo["distributed"].startswith("zero"):
             need.setdefault("deepspeed", f"{where}.distributed: {g['distributed']}")
-        if g["rollouts"] in ("vllm", "vllm-server"):
+        if grpo["rollouts"] in ("vllm", "vllm-server"):
             need.setdefault("vllm", f"{where}.rollouts: {g['rollouts']}")
     return need
 

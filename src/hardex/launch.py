@@ -88,7 +88,7 @@ def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, 
 
     spec_file.write_text(json.dumps(spec))
     cmd = launch_command(spec_file, processes, strategy, use_cpu=not torch.cuda.is_available(),
-                         accumulation=spec["g"]["gradient_accumulation_steps"], precision=spec["g"]["precision"])
+                         accumulation=spec["grpo"]["gradient_accumulation_steps"], precision=spec["grpo"]["precision"])
     log(f"training in {processes} processes ({strategy}): {' '.join(cmd)}")
     sys.stdout.flush()
     sys.stderr.flush()

@@ -95,12 +95,12 @@ def generation_settings(cfg: dict, model: str) -> dict:
 def grpo_settings(cfg: dict, model: str) -> dict:
     """The grpo section with the model's overrides applied; with vLLM rollouts, also the engine's
     settings (`generation.vllm`), which decide the samples as the other settings do."""
-    g = _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
-    if g["rollouts"] in ("vllm", "vllm-server"):
-        g["vllm"] = cfg["generation"]["vllm"]
+    grpo = _merge(cfg["grpo"], cfg["models"][model].get("grpo"))
+    if grpo["rollouts"] in ("vllm", "vllm-server"):
+        grpo["vllm"] = cfg["generation"]["vllm"]
     elif cfg["generation"].get("decode", "auto") != "auto":  # hardex's rollouts decode as probing does
-        g["decode"] = cfg["generation"]["decode"]
-    return g
+        grpo["decode"] = cfg["generation"]["decode"]
+    return grpo
 
 
 def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None = None) -> dict:
@@ -109,15 +109,15 @@ def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None
     its `task`, also the task's `prompt` and `reward_hook` (the hook's spec and a hash of its file,
     hardex.reward_hook.hook_settings; a format control, which never calls it, left without) where set."""
     run = RunName.parse(run_strategy)
-    g = grpo_settings(cfg, model)
+    grpo = grpo_settings(cfg, model)
     if run.online:
-        g["online_filtering"] = True
+        grpo["online_filtering"] = True
     if task is not None:
         if prompt := task_prompt(cfg, task):
-            g["prompt"] = prompt
+            grpo["prompt"] = prompt
         if "reward" in cfg["tasks"][task] and run.control != "format":
-            g["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
-    return g
+            grpo["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
+    return grpo
 
 
 def seed_design(cfg: dict):

@@ -22,7 +22,7 @@ def main(spec_file: str) -> None:
     # the reward as data (a function being nothing a process can be handed), built as train_grpo builds it in one
     # process; a control's shuffled references came with the rows, a reward hook is loaded again by its spec
     reward_fn = RewardSpec(**spec["reward"]).function(spec["seed"])
-    fit(spec["model_path"], spec["rows"], reward_fn, spec["g"], spec["seed"], Path(spec["ckpt_dir"]),
+    fit(spec["model_path"], spec["rows"], reward_fn, spec["grpo"], spec["seed"], Path(spec["ckpt_dir"]),
         spec["resume"], spec["steps_total"], spec["trainer_args"])
     # every rank is past training's last collective: end the process group while the interpreter is whole.
     # Left to interpreter exit, gloo's worker threads die with it and a rank can abort (SIGABRT, "terminate

@@ -317,7 +317,7 @@ def train_grpo(
     with server as served:
         trainer_args = {**tracker_args(grpo["report_to"], run_name or run_dir.name, run_dir), **served}
         if grpo["processes"] > 1:
-            spec = {"model_path": model_path, "rows": rows, "reward": dataclasses.asdict(reward), "g": grpo,
+            spec = {"model_path": model_path, "rows": rows, "reward": dataclasses.asdict(reward), "grpo": grpo,
                     "seed": seed, "ckpt_dir": str(ckpt_dir), "resume": resume, "steps_total": steps_total,
                     "trainer_args": trainer_args}
             launch_training(spec, ckpt_dir / "launch.json", grpo["processes"], grpo["distributed"], log)

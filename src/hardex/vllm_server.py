@@ -40,13 +40,13 @@ def split_gpus(visible: list[str], processes: int, server_gpus: int) -> tuple[li
     return visible[:processes], visible[len(visible) - server_gpus:]
 
 
-def server_command(model_path: str, g: dict[str, Any], port: int) -> list[str]:
+def server_command(model_path: str, grpo: dict[str, Any], port: int) -> list[str]:
     """`trl vllm-serve` for the run's model: tensor parallel over its GPUs, the engine settings of
     generation.vllm, sampling in the dtype the policy computes in (grpo.precision, hardex.precision)."""
-    vllm = g.get("vllm") or {}
-    dtype = DTYPE_NAMES[resolve_precision(g.get("precision", "auto"), use_cpu=False)]
+    vllm = grpo.get("vllm") or {}
+    dtype = DTYPE_NAMES[resolve_precision(grpo.get("precision", "auto"), use_cpu=False)]
     cmd = [sys.executable, "-m", "trl.cli.main", "vllm-serve", "--model", str(model_path), "--host", "127.0.0.1",
-           "--port", str(port), "--tensor_parallel_size", str(g["vllm_server_gpus"]),
+           "--port", str(port), "--tensor_parallel_size", str(grpo["vllm_server_gpus"]),
            "--dtype", dtype,
            # the server's GPUs are the job's own, shared with other jobs where HARDEX_JOBS_PER_GPU says so
            "--gpu_memory_utilization", str(memory_utilization(vllm.get("gpu_memory_utilization"), gpu_share=gpu_share()))]
@@ -80,7 +80,7 @@ def wait_for_server(server: subprocess.Popen, port: int, timeout: float = SERVER
 
 
 @contextlib.contextmanager
-def serve_rollouts(model_path: str, g: dict[str, Any], log=print, command: list[str] | None = None,
+def serve_rollouts(model_path: str, grpo: dict[str, Any], log=print, command: list[str] | None = None,
                    port: int | None = None) -> Iterator[dict[str, Any]]:
     """Start the server on the job's last GPUs, leave the first ones visible to training, yield the
     GRPOConfig arguments that connect TRL to it; stop the server at the end.
@@ -97,9 +97,9 @@ def serve_rollouts(model_path: str, g: dict[str, Any], log=print, command: list[
     if not visible:
         raise ServerError("grpo.rollouts: vllm-server needs CUDA GPUs (a vLLM server of its own); on a CPU use "
                           "hardex or vllm")
-    training, serving = split_gpus(visible, g["processes"], g["vllm_server_gpus"])
+    training, serving = split_gpus(visible, grpo["processes"], grpo["vllm_server_gpus"])
     port = port or free_port()
-    cmd = command or server_command(model_path, g, port)
+    cmd = command or server_command(model_path, grpo, port)
     os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(training)  # before anything in this process starts CUDA
     log(f"vLLM server on GPU(s) {','.join(serving)}, training on {','.join(training)}: {' '.join(cmd)}")
     server = subprocess.Popen(cmd, stdout=sys.stdout, stderr=sys.stderr, start_new_session=True,

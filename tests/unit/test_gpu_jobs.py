@@ -159,7 +159,7 @@ def _worker_spec(tmp_path) -> str:
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"reward": {"family": "arith", "scoring": "lenient", "scale": 1.0}, "seed": 0,
-                                "model_path": "m", "rows": [], "g": {}, "ckpt_dir": str(tmp_path), "resume": None,
+                                "model_path": "m", "rows": [], "grpo": {}, "ckpt_dir": str(tmp_path), "resume": None,
                                 "steps_total": 1, "trainer_args": {}}))
     return str(spec)
 

@@ -140,7 +140,7 @@ def test_a_run_in_several_processes_launches_them_in_the_precision_its_log_names
     cmd = launched["cmd"]
     assert cmd[cmd.index("--mixed_precision") + 1] == "no"
     spec = json.loads((tmp_path / "run" / "checkpoints" / "launch.json").read_text())
-    assert spec["g"]["precision"] == "fp32"
+    assert spec["grpo"]["precision"] == "fp32"
 
 
 # ---- items 1, 2: the weights the optimizer updates are float32 ----

@@ -310,7 +310,7 @@ def test_a_worker_process_loads_the_hook_again_by_its_spec(tmp_path, tiny_model,
     spec, calls = recording_hook(tmp_path)
     ckpt = tmp_path / "run" / "checkpoints"
     ckpt.mkdir(parents=True)
-    job = {"model_path": str(tiny_model), "rows": rows(), "g": {**grpo, "precision": "fp32"}, "seed": 0,
+    job = {"model_path": str(tiny_model), "rows": rows(), "grpo": {**grpo, "precision": "fp32"}, "seed": 0,
            "ckpt_dir": str(ckpt), "resume": None, "steps_total": 2, "trainer_args": {"report_to": []},
            "reward": {"family": "swaps", "scoring": "lenient", "scale": 1.0, "control": None,
                       "hook": resolved(spec, root=tmp_path)}}
