@@ -52,10 +52,7 @@ def dynamics_by_step(steps: pl.DataFrame) -> pl.DataFrame:
               "n_seeds": pl.UInt32, "mean": pl.Float64, "low": pl.Float64, "high": pl.Float64}
     if not parts:
         return pl.DataFrame(schema=schema)
-    long = pl.concat(parts, how="vertical_relaxed")
-    order = {s: i for i, s in enumerate(sorted(set(long["strategy"]), key=strategy_sort_key))}
-    return (long.with_columns(pl.col("strategy").replace_strict(order).alias("_o"))
-            .sort("model", "task", "_o", "step", "quantity").drop("_o"))
+    return _in_strategy_order(pl.concat(parts, how="vertical_relaxed"), "step", "quantity")
 
 
 def dynamics_table(steps: pl.DataFrame, predicted: pl.DataFrame | None = None) -> pl.DataFrame:
@@ -74,9 +71,14 @@ def dynamics_table(steps: pl.DataFrame, predicted: pl.DataFrame | None = None) -
             "model", "task", "strategy", pl.lit(0, dtype=pl.Int64).alias("step"),
             pl.col("expected_learnable_pct_posterior").alias("mixed_pct"))
         wide = pl.concat([wide, at_zero], how="diagonal_relaxed")
-    order = {s: i for i, s in enumerate(sorted(set(wide["strategy"]), key=strategy_sort_key))}
-    return (wide.with_columns(pl.col("strategy").replace_strict(order).alias("_o"))
-            .sort("model", "task", "_o", "step").drop("_o"))
+    return _in_strategy_order(wide, "step")
+
+
+def _in_strategy_order(table: pl.DataFrame, *then: str) -> pl.DataFrame:
+    """Rows by model, task, the strategies' order (strategy_sort_key), then `then`."""
+    order = {s: i for i, s in enumerate(sorted(set(table["strategy"]), key=strategy_sort_key))}
+    return (table.with_columns(pl.col("strategy").replace_strict(order).alias("_o"))
+            .sort("model", "task", "_o", *then).drop("_o"))
 
 
 def dynamics_note() -> str:
