@@ -36,9 +36,9 @@ def needed_packages(cfg: dict) -> dict[str, str]:
         if grpo["quantization"] == "4bit":
             need.setdefault("bitsandbytes", f"{where}.quantization: 4bit")
         if grpo["processes"] > 1 and grpo["distributed"].startswith("zero"):
-            need.setdefault("deepspeed", f"{where}.distributed: {g['distributed']}")
+            need.setdefault("deepspeed", f"{where}.distributed: {grpo['distributed']}")
         if grpo["rollouts"] in ("vllm", "vllm-server"):
-            need.setdefault("vllm", f"{where}.rollouts: {g['rollouts']}")
+            need.setdefault("vllm", f"{where}.rollouts: {grpo['rollouts']}")
     return need
 
 
