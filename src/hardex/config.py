@@ -28,7 +28,8 @@ from hardex.selection import (BASE_SPLIT_STRATEGIES, BOUNDARY_STRATEGIES, BUDGET
                               RunName, SelectionError, check_band, subset_size, tier_values)
 from hardex.sequential import BASE_RUN
 from hardex.settings import (GENERATED_FAMILIES, SCHEMA, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
-                             known_split_size, model_tasks, peek_local_file, run_strategies, seed_design, split_spec)
+                             known_split_size, model_tasks, peek_local_file, run_strategies, seed_design, split_files,
+                             split_spec)
 from hardex.tasks import STRICT_FAMILIES, DataError, get_task, template_error
 from hardex.tasks import reasoning_gym
 from hardex.tasks.rows import check_fields, keep_listed, listed
@@ -387,8 +388,7 @@ def _made_split(family: str, spec: dict) -> pl.DataFrame:
     """A split as its dataset_split job makes it (a DataError where it cannot be), made once per planning: the
     checks of local files, of imported pass rates and of reward hooks all read it. Kept by the spec and the
     times and sizes of the files it names, so an edited file is read again."""
-    stamps = tuple((p, os.stat(p).st_mtime_ns, os.stat(p).st_size) for key in ("file", "rows", "ids")
-                   if isinstance(p := spec.get(key), str) and os.path.isfile(p))
+    stamps = tuple((p, (st := os.stat(p)).st_mtime_ns, st.st_size) for p in split_files(spec))
     made = _made_split_cached(family, json.dumps(spec, sort_keys=True, default=str), stamps)
     if isinstance(made, DataError):
         raise made

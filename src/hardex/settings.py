@@ -234,9 +234,13 @@ def split_file_digests(cfg: dict, ref: str) -> dict[str, str]:
     The data job's params carry them and no file is its input: a changed file makes the split again, while a
     copy of the same bytes, newer or elsewhere, reruns nothing. A file not there is left out (its job says so)."""
     ds, split = ref.split("/", 1)
-    spec = cfg["datasets"][ds]["splits"][split]
-    paths = [spec.get("file")] + [spec.get(key) for key in ("rows", "ids") if isinstance(spec.get(key), str)]
-    return {p: file_sha256(p) for p in paths if p and Path(p).is_file()}
+    return {p: file_sha256(p) for p in split_files(cfg["datasets"][ds]["splits"][split])}
+
+
+def split_files(spec: dict) -> list[str]:
+    """The local files a split spec reads that are there: its `file`, and `rows` or `ids` given as a file."""
+    paths = [spec.get(key) for key in ("file", "rows", "ids")]
+    return [p for p in paths if isinstance(p, str) and Path(p).is_file()]
 
 
 def sampling_notices(cfg: dict) -> list[str]:
