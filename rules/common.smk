@@ -338,7 +338,9 @@ def train_threads(wildcards):
     vLLM engine (in-process: its engine core) or server (its front end, engine core and a worker per GPU).
     """
     grpo = grpo_settings(config, wildcards.model)
-    engine = {"vllm": 1, "vllm-server": 2 + grpo["vllm_server_gpus"]}.get(grpo["rollouts"], 0)
+    engine = {"vllm": 1, "vllm-server": 2 + grpo["vllm_server_gpus"]}.get(
+        grpo["rollouts"], 0
+    )
     return RUN_JOB_THREADS * grpo["processes"] + (engine if MODEL_JOB_GPU > 0 else 0)
 
 
