@@ -28,7 +28,7 @@ from hardex.settings import (
     sampling_notices,
     seed_design,
     seed_list,
-    split_file_digests,
+    split_source,
     split_spec,
     task_prompt,
     trained_run_dirs,

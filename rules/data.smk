@@ -11,9 +11,8 @@ rule dataset_split:
     conda:
         "../envs/generation.yaml"
     params:
-        source=lambda w: split_spec(config, f"{w.dataset}/{w.split}"),
-        # a local file by its content, not its time (hardex.settings.split_file_digests)
-        files=lambda w: split_file_digests(config, f"{w.dataset}/{w.split}"),
+        # a local file by its content, not its time (hardex.settings.split_source)
+        source=lambda w: split_source(config, f"{w.dataset}/{w.split}"),
     script:
         "../scripts/dataset_split.py"
 

@@ -229,12 +229,17 @@ def split_spec(cfg: dict, ref: str) -> dict:
     return {"family": dcfg["family"], "spec": spec}
 
 
-def split_file_digests(cfg: dict, ref: str) -> dict[str, str]:
-    """The sha256 of each local file a split reads (its `file`, and `rows` or `ids` given as a file), by path.
-    The data job's params carry them and no file is its input: a changed file makes the split again, while a
-    copy of the same bytes, newer or elsewhere, reruns nothing. A file not there is left out (its job says so)."""
+def split_source(cfg: dict, ref: str) -> dict:
+    """What the data job makes split `ref` from: its `split_spec`, and the sha256 of each local file it reads (its
+    `file`, and `rows` or `ids` given as a file) where it reads any. The job's params carry it and no file is its
+    input: a changed file makes the split again, while a copy of the same bytes, newer or elsewhere, reruns
+    nothing. A split that reads no local file has no digest key, so its params stay as they were before files were
+    compared (an archived study's splits are not made again). A file not there is left out (its job says so)."""
+    source = split_spec(cfg, ref)
     ds, split = ref.split("/", 1)
-    return {p: file_sha256(p) for p in split_files(cfg["datasets"][ds]["splits"][split])}
+    if digests := {p: file_sha256(p) for p in split_files(cfg["datasets"][ds]["splits"][split])}:
+        source["file_sha256"] = digests
+    return source
 
 
 def split_files(spec: dict) -> list[str]:

@@ -107,3 +107,20 @@ def test_a_copied_data_file_reruns_nothing_and_an_edited_one_makes_its_split_aga
     res = snakemake(tmp_path, "-n", "--cores", "1", split)
     assert planned(res, "dataset_split") == {"dataset_split": 1}
     assert "Params have changed since last execution" in res.stdout
+
+
+def test_a_split_that_reads_no_local_file_keeps_the_params_it_had_before_files_were_compared(tmp_path, smoke_config):
+    """The data job's params are what Snakemake compares with an archived record: a generated split's must be its
+    spec alone, as before digests were added (an empty digest map was a new param, and an unpacked study made every
+    split, probe and run again), while a local file's split carries the file's sha256."""
+    from hardex.io import file_sha256
+    from hardex.settings import split_source, split_spec
+
+    generated = next(f"{ds}/{split}" for ds, d in smoke_config["datasets"].items() for split in d["splits"])
+    assert split_source(smoke_config, generated) == split_spec(smoke_config, generated)
+    data = tmp_path / "pool.jsonl"
+    data.write_text('{"question": "1 + 1", "answer": "2"}\n')
+    smoke_config["datasets"]["mine"] = {"family": "gsm8k", "splits": {"pool": {"file": str(data)}}}
+    source = split_source(smoke_config, "mine/pool")
+    assert source["file_sha256"] == {str(data): file_sha256(str(data))}
+    assert {k: v for k, v in source.items() if k != "file_sha256"} == split_spec(smoke_config, "mine/pool")
