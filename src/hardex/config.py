@@ -365,6 +365,14 @@ def _check_gpu_training(where: str, grpo: dict) -> None:
         # TRL merges the adapters into the packed NF4 weights and sends uint8 tensors to a 16-bit engine
         raise ConfigError(f"{where}.quantization: {grpo['quantization']} with rollouts: {grpo['rollouts']} would add the "
                           f"LoRA deltas to packed 4-bit weights; use rollouts: hardex or trl")
+    if grpo["rollouts"] == "vllm-server" and grpo["finetune"] == "lora" and grpo["precision"] != "fp32":
+        # TRL's sync (W += dW, read, W -= dW) rounds twice a step: in 16 bits the frozen base and the KL reference
+        # walk away over a run (tests/unit/test_vllm_server.py); float32's rounding is 2^16 times finer. auto is
+        # refused too (bf16 from Ampere on); hardex's own vLLM rollouts compute W + dW without touching W.
+        precision = "bf16" if grpo["precision"] == "auto" else grpo["precision"]
+        raise ConfigError(f"{where}.rollouts: vllm-server with finetune: lora syncs the server by merging the adapters "
+                          f"into the frozen base and unmerging them after, every step, which in {precision} drifts the "
+                          f"base; use rollouts: vllm (one process), or {where}.precision: fp32")
 
 
 def _check_split_fields(datasets: dict) -> None:

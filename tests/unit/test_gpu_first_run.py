@@ -128,7 +128,7 @@ def test_missing_gpu_packages_are_named_with_their_install_command(smoke_config)
     cfg = copy.deepcopy(smoke_config)
     cfg["grpo"].update(quantization="4bit", finetune="lora")
     cfg["models"]["tiny"]["grpo"] = {"processes": 2, "distributed": "zero2", "quantization": "none",
-                                     "rollouts": "vllm-server"}
+                                     "rollouts": "vllm-server", "precision": "fp32"}  # LoRA on a bf16 base: refused
     cfg["selection"]["online_strategies"] = []
     cfg = check_config(cfg)
     assert needed_packages(cfg) == {"deepspeed": "models.tiny.grpo.distributed: zero2",

@@ -71,3 +71,51 @@ def test_server_rollouts_train_on_a_gpu(tmp_path, tiny_model, smoke_config):
     summary = train_grpo(str(tiny_model), rows, lambda c, a, p: float(len(c) % 2 == 0), g, 0, tmp_path / "run",
                          tmp_path / "run" / "final", tmp_path / "run" / "steps.parquet")
     assert summary["steps"] == 2
+
+
+# ---- issue 64 G1: TRL syncs the server by merging the adapters into the frozen base and unmerging them ----
+
+def sync_drift(dtype, cycles: int = 200) -> float:
+    """The largest change of a frozen base weight, relative to the weights' mean size, after `cycles` of TRL's
+    server sync of a PEFT model (merge_adapter, read the weights, unmerge_adapter: W += dW, then W -= dW) on a
+    tiny Llama whose base loads in `dtype` and whose adapter moves the weights by about 4 %, as a trained one does."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    base = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                        num_attention_heads=2, num_key_value_heads=2)).to(dtype)
+    model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj"], init_lora_weights=False))
+    proj = model.base_model.model.model.layers[0].self_attn.q_proj
+    with torch.no_grad():
+        proj.lora_B["default"].weight.mul_(0.01)  # PEFT's random B moves the weights 4x; a trained adapter far less
+    weight = proj.base_layer.weight
+    before = weight.detach().float().clone()
+    for _ in range(cycles):
+        model.merge_adapter()
+        model.unmerge_adapter()
+    return ((weight.detach().float() - before).abs().max() / before.abs().mean()).item()
+
+
+def test_server_rollouts_with_lora_train_only_where_the_sync_keeps_the_base(smoke_config):
+    import torch
+
+    from hardex.config import ConfigError
+    from hardex.training import policy_dtype
+
+    refused = []
+    for precision in ("auto", "bf16", "fp16", "fp32"):
+        cfg = copy.deepcopy(smoke_config)
+        cfg["grpo"].update(rollouts="vllm-server", finetune="lora", precision=precision)
+        cfg["selection"]["online_strategies"] = []
+        try:
+            grpo = check_config(cfg)["grpo"]
+        except ConfigError:
+            refused.append(precision)
+            continue
+        # what planning accepts keeps the base within float32's rounding (2^16 times finer than bfloat16's)
+        assert sync_drift(policy_dtype(grpo, use_cpu=False)) < 1e-5, precision
+    assert refused == ["auto", "bf16", "fp16"]  # auto is bf16 on every card vLLM serves LoRA on
+    # what the refusal spares: in bfloat16 the round trips move the frozen base by several % of its weights
+    assert sync_drift(torch.bfloat16) > 1e-2

@@ -19,7 +19,12 @@ REFUSED = [
     (dict(processes=2, rollouts="vllm", prompts_per_step=4),
      "grpo.rollouts: vllm starts an engine in each of the 2 training processes (grpo.processes) and every one "
      "lands on the first GPU"),
+    # TRL syncs the server by merging the adapters into the bf16 base and unmerging them each step (issue 64 G1)
+    (dict(finetune="lora", rollouts="vllm-server", precision="bf16"),
+     "grpo.rollouts: vllm-server with finetune: lora syncs the server by merging the adapters into the frozen "
+     "base and unmerging them after, every step, which in bf16 drifts the base; use rollouts: vllm"),
 ]
+IDS = ["4bit-vllm-server", "vllm-several-processes", "lora-vllm-server-bf16"]
 
 
 def changed(smoke_config: dict, **change) -> dict:
@@ -30,7 +35,7 @@ def changed(smoke_config: dict, **change) -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("change, line", REFUSED, ids=["4bit-vllm-server", "vllm-several-processes"])
+@pytest.mark.parametrize("change, line", REFUSED, ids=IDS)
 def test_refused_by_the_config_check_in_one_line(smoke_config, change, line):
     cfg = changed(smoke_config, **change)
     with pytest.raises(ConfigError) as err:
@@ -38,7 +43,7 @@ def test_refused_by_the_config_check_in_one_line(smoke_config, change, line):
     assert str(err.value).startswith(line) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("change, line", REFUSED, ids=["4bit-vllm-server", "vllm-several-processes"])
+@pytest.mark.parametrize("change, line", REFUSED, ids=IDS)
 def test_refused_by_snakemake_before_any_job(tmp_path, smoke_config, change, line):
     cfg = changed(smoke_config, **change)
     res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, cfg), timeout=120)
