@@ -20,8 +20,10 @@ import polars as pl
 
 from hardex.architectures import known
 from hardex.imported_probe import GREEDY_COLUMN, ImportedRatesError, check_ids, read_rates
+from hardex.job_time import gpu_rates, rates_key
 from hardex.model_sources import check_model_source
 from hardex.models import ModelError
+from hardex.precision import BF16_CAPABILITY, bf16_refusal
 from hardex.reward_hook import HookError, check_hook, check_returns, trial_calls
 from hardex.schedule import completions_per_step, past_horizon, run_steps
 from hardex.selection import (BASE_SPLIT_STRATEGIES, BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, CONTROLS, STRATEGIES,
@@ -268,6 +270,7 @@ def _cross_checks(cfg: dict) -> None:
                 f"micro-batches (gradient_accumulation_steps) do not divide the {completions} completions of a step"
             )
         _check_gpu_training(where, grpo)
+        _check_card_bfloat16(cfg, name, where, grpo)
         # epochs: where the pool's size is known
         if not grpo.get("epochs") and (why := past_horizon(grpo, grpo["max_steps"])):
             raise ConfigError(f"{where}.schedule_steps: {why}")
@@ -373,6 +376,20 @@ def _check_gpu_training(where: str, grpo: dict) -> None:
         raise ConfigError(f"{where}.rollouts: vllm-server with finetune: lora syncs the server by merging the adapters "
                           f"into the frozen base and unmerging them after, every step, which in {precision} drifts the "
                           f"base; use rollouts: vllm (one process), or {where}.precision: fp32")
+
+
+def _check_card_bfloat16(cfg: dict, model: str, where: str, grpo: dict) -> None:
+    """An explicit bfloat16 on the config's card without it (compute capability below 8.0, stated for each
+    gpu_kind and, where a user says it, in gpu_rates) is refused here: the train job would refuse it only after
+    hours of probing (hardex.precision), and vLLM refuses it too. auto takes fp32 there."""
+    cap = gpu_rates(cfg).capability
+    if not cfg["compute"]["gpu"] or cap is None or cap >= BF16_CAPABILITY:
+        return
+    card = f"{rates_key(cfg)} states {gpu_rates(cfg).name}'s, {'.'.join(map(str, cap))}"
+    if cfg["models"][model].get("dtype") == "bfloat16":
+        raise ConfigError(bf16_refusal(f"models.{model}.dtype", "bfloat16", card, "auto, float32 or float16"))
+    if grpo["precision"] == "bf16":
+        raise ConfigError(bf16_refusal(f"{where}.precision", "bf16", card))
 
 
 def _check_split_fields(datasets: dict) -> None:

@@ -47,6 +47,7 @@ class GpuRates:
     name: str
     peak_flops: float  #: dense bfloat16 tensor FLOP/s, without sparsity
     peak_bytes_per_s: float  #: memory bandwidth
+    capability: tuple[int, int] | None = None  #: CUDA compute capability where known (bfloat16 from 8.0 on)
 
     @property
     def flops(self) -> float:
@@ -67,9 +68,9 @@ class GpuRates:
 #: bandwidth): H100 SXM 989 TFLOP/s, 3.35 TB/s HBM3; H200 SXM the H100's compute, 4.8 TB/s HBM3e; A100 SXM
 #: 80GB 312 TFLOP/s, 2.039 TB/s HBM2e
 GPU_RATES = {
-    "h100": GpuRates("H100", 989e12, 3.35e12),
-    "h200": GpuRates("H200", 989e12, 4.8e12),
-    "a100": GpuRates("A100", 312e12, 2.039e12),
+    "h100": GpuRates("H100", 989e12, 3.35e12, (9, 0)),
+    "h200": GpuRates("H200", 989e12, 4.8e12, (9, 0)),
+    "a100": GpuRates("A100", 312e12, 2.039e12, (8, 0)),
 }
 #: what a decode step costs beside its memory traffic: about 30 kernel launches per layer at ~10 us each
 DECODE_SECONDS_PER_LAYER = 3e-4
@@ -83,7 +84,9 @@ def gpu_rates(cfg: dict) -> GpuRates:
     compute.gpu_kind's (an H100's where neither is set)."""
     compute = cfg.get("compute") or {}
     if stated := compute.get("gpu_rates"):
-        return GpuRates(stated.get("name") or "compute.gpu_rates", stated["tflops"] * 1e12, stated["hbm_gbps"] * 1e9)
+        cap = stated.get("compute_capability")  # 7.5 -> (7, 5)
+        return GpuRates(stated.get("name") or "compute.gpu_rates", stated["tflops"] * 1e12, stated["hbm_gbps"] * 1e9,
+                        None if cap is None else (int(cap), round(cap * 10) % 10))
     return GPU_RATES[compute.get("gpu_kind") or "h100"]
 
 

@@ -9,7 +9,8 @@ needs the answer takes it from `resolve_precision`: the trainer's autocast and t
 bfloat16 needs a GPU of compute capability 8.0 or above (Ampere on): older cards emulate it (slowly) and vLLM
 refuses it. There `auto` takes fp32, not fp16: the models hardex trains were pretrained in bfloat16, whose
 activations can exceed float16's range (65504), and fp32 computes what a CPU run of the same design computes;
-fp16 stays available by name, for speed. `grpo.precision: bf16` on such a card is refused. On a CPU, `auto`
+fp16 stays available by name, for speed. `grpo.precision: bf16` on such a card is refused: at planning where
+the config states the card's capability (compute.gpu_rates.compute_capability; hardex.config), else in the job. On a CPU, `auto`
 takes bf16 where the CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX), fp32 elsewhere.
 
 The card is read without starting CUDA (nvidia-smi) unless this process has started it already: a probe or
@@ -83,6 +84,13 @@ def gpu_bfloat16() -> bool:
     return cap is None or cap >= BF16_CAPABILITY
 
 
+def bf16_refusal(key: str, value: str, card: str, instead: str = "auto, fp32 or fp16") -> str:
+    """The line refusing bfloat16 (`key`: `value`) on a card without it; `card` says whose capability is which,
+    e.g. "this one's is 7.0". Planning (hardex.config, from the card the config states) and the job say it alike."""
+    return (f"{key}: {value} needs a GPU of compute capability 8.0 or above (bfloat16 in hardware); {card}: set it "
+            f"to {instead}")
+
+
 def resolve_precision(requested: str, use_cpu: bool) -> str:
     """bf16, fp16 or fp32 for `requested` (one of those, or auto) on this machine, its CPU or its GPUs (see the
     module's docstring). Raises PrecisionError for bf16 on a GPU without it."""
@@ -95,8 +103,7 @@ def resolve_precision(requested: str, use_cpu: bool) -> str:
     if requested in ("auto", "bf16") and not gpu_bfloat16():
         cap = ".".join(map(str, gpu_capability()))
         if requested == "bf16":
-            raise PrecisionError(f"grpo.precision: bf16 needs a GPU of compute capability 8.0 or above (bfloat16 in "
-                                 f"hardware); this one's is {cap}: set it to auto, fp32 or fp16")
+            raise PrecisionError(bf16_refusal("grpo.precision", "bf16", f"this one's is {cap}"))
         log.warning("precision auto: fp32, as the GPU's compute capability %s has no bfloat16 (8.0 or above); fp16 is "
                     "faster but may overflow a model pretrained in bfloat16", cap)
         return "fp32"

@@ -74,6 +74,54 @@ def test_the_refusals_recommend_only_what_is_allowed(smoke_config):
     check_config(one)
 
 
+# ---- issue 64 G9: an explicit bfloat16 on a card without it stops planning, not the train job hours later ----
+
+V100 = {"name": "V100", "tflops": 125, "hbm_gbps": 900, "compute_capability": 7.0}  # fp16 tensor peak: no bf16
+BF16_ON_V100 = ("bf16 needs a GPU of compute capability 8.0 or above (bfloat16 in hardware); compute.gpu_rates "
+                "states V100's, 7.0: set it to auto, fp32 or fp16")
+
+
+def on_card(smoke_config: dict, rates: dict | None, gpu: int = 1, **change) -> dict:
+    cfg = changed(smoke_config, **change)
+    cfg["compute"] = {"gpu": gpu, "gpu_rates": rates}
+    return cfg
+
+
+def test_bf16_on_a_pre_ampere_card_is_refused_by_snakemake_before_any_job(tmp_path, smoke_config):
+    cfg = on_card(smoke_config, V100, precision="bf16")
+    res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, cfg), timeout=120)
+    assert res.returncode != 0
+    errors = [x for x in (res.stdout + res.stderr).splitlines() if x.startswith("hardex: config error")]
+    assert errors == [f"hardex: config error: grpo.precision: {BF16_ON_V100}"]
+    assert not (tmp_path / "results").exists()
+
+
+def test_bf16_generation_on_a_pre_ampere_card_is_refused_by_its_own_key(smoke_config):
+    cfg = on_card(smoke_config, V100)
+    model = next(iter(cfg["models"]))
+    cfg["models"][model]["dtype"] = "bfloat16"
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg)
+    assert str(err.value) == (f"models.{model}.dtype: bfloat16 needs a GPU of compute capability 8.0 or above "
+                              f"(bfloat16 in hardware); compute.gpu_rates states V100's, 7.0: set it to auto, "
+                              f"float32 or float16")
+    cfg = on_card(smoke_config, V100)
+    cfg["models"][model]["grpo"] = {"precision": "bf16"}
+    with pytest.raises(ConfigError, match=rf"^models\.{model}\.grpo\.precision: bf16 needs"):
+        check_config(cfg)
+
+
+@pytest.mark.parametrize("rates, gpu, precision", [
+    (V100, 1, "auto"), (V100, 1, "fp16"),  # auto takes fp32 there (hardex.precision)
+    (V100, 0, "bf16"),  # a CPU run: the card is not used
+    ({**V100, "compute_capability": 8.0}, 1, "bf16"),  # Ampere on
+    ({k: v for k, v in V100.items() if k != "compute_capability"}, 1, "bf16"),  # unknown: taken to have it
+    (None, 1, "bf16"),  # gpu_kind's default, an H100
+], ids=["auto", "fp16", "cpu-run", "ampere", "capability-unstated", "h100"])
+def test_what_the_card_computes_is_accepted(smoke_config, rates, gpu, precision):
+    check_config(on_card(smoke_config, rates, gpu=gpu, precision=precision))
+
+
 # ---- item 10: under --sdm conda the environments are the GPU or CPU builds the config asks for ----
 
 
