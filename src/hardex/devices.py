@@ -19,8 +19,9 @@ own among the allocation's, with locks kept per allocation (Slurm numbers each a
 driver's and torch's CUDA versions, when torch cannot use the GPUs claimed (`require_cuda`: a GPU job never
 falls back to the CPU silently, where it would run for days on the 1-2 CPUs Slurm gives it;
 HARDEX_ALLOW_CPU=1 lets it, to rehearse a GPU config on a machine without one); and, where k jobs
-share each card, torch's allocator capped at the job's 1/k (`gpu_share`, `hold_to_share`; a vLLM engine is
-sized from the same share, hardex.generation.vllm_backend). None of it starts CUDA in the job's process: a
+share each card, torch's allocator capped at the job's 1/k less its CUDA context, on the GPUs the process
+computes on (`gpu_share`, `hold_to_share`, `allocator_fraction`; a vLLM engine is sized from the same share,
+hardex.generation.vllm_backend). None of it starts CUDA in the job's process: a
 vLLM engine started later starts processes of its own, and a vllm-server run narrows its GPUs first.
 """
 
@@ -165,19 +166,46 @@ def gpu_share() -> float:
     return 1 / jobs_per_gpu()
 
 
+#: what one process's CUDA context holds on a card, outside torch's allocator and so outside its cap: 0.4-0.5 GiB
+#: measured on H100s (issue 64 G4); the larger, so that k jobs' caps and contexts together fit the card
+CUDA_CONTEXT_BYTES = 512 * 2**20
+
+
+def allocator_fraction(share: float, total_bytes: int, context_bytes: int = CUDA_CONTEXT_BYTES) -> float:
+    """The fraction of a card of `total_bytes` that torch's allocator may take for a job given `share` of it: the
+    share less the job's CUDA context, which the cap does not count (k jobs capped at 1/k each overran the card
+    by k contexts). 1 for a card of its own."""
+    if share >= 1:
+        return 1.0
+    fraction = share - context_bytes / total_bytes
+    if fraction <= 0:
+        raise ValueError(f"HARDEX_JOBS_PER_GPU leaves each job {share * total_bytes / 2**30:.2f} GiB of its GPU, no "
+                         f"more than its CUDA context ({context_bytes / 2**30:.1f} GiB): share each card among fewer")
+    return fraction
+
+
+def own_devices(device_count: int) -> list[int]:
+    """The GPUs this process computes on: its own where it is one of accelerate's ranks (LOCAL_RANK: every rank sees
+    all the job's GPUs, and capping one starts a CUDA context there), else every GPU it sees."""
+    rank = os.environ.get("LOCAL_RANK")
+    return [int(rank)] if rank is not None and rank.isdigit() else list(range(device_count))
+
+
 def hold_to_share(share: float | None = None) -> float:
-    """Cap this process's CUDA allocator at `share` (default: gpu_share) of each GPU it sees, torch's
-    per-process memory fraction, from the moment CUDA starts: an allocation past the job's slice then fails in
-    this job, not in the job beside it on the card. Queued until CUDA starts, not applied now: applying it
-    starts CUDA, which a vLLM engine started later could not fork past. Returns the share."""
+    """Cap this process's CUDA allocator at `share` (default: gpu_share) of each GPU it computes on, less its CUDA
+    context (allocator_fraction), torch's per-process memory fraction, from the moment CUDA starts: an allocation
+    past the job's slice then fails in this job, not in the job beside it on the card. Queued until CUDA starts,
+    not applied now: applying it starts CUDA, which a vLLM engine started later could not fork past. Returns the
+    share."""
     share = gpu_share() if share is None else float(share)
     if share >= 1:
         return 1.0
     import torch
 
     def cap():
-        for i in range(torch.cuda.device_count()):
-            torch.cuda.set_per_process_memory_fraction(share, i)
+        for i in own_devices(torch.cuda.device_count()):
+            fraction = allocator_fraction(share, torch.cuda.get_device_properties(i).total_memory)
+            torch.cuda.set_per_process_memory_fraction(fraction, i)
 
     # torch's own queue of settings for the first CUDA use (private, unchanged since torch 1.x)
     torch.cuda._lazy_call(cap)

@@ -119,11 +119,13 @@ def test_a_job_on_a_shared_card_caps_torchs_allocator_when_cuda_starts(shared_ca
                                                          "warning": ""})
     monkeypatch.setattr(torch.cuda, "_lazy_call", queued.append)  # torch's queue for the first CUDA use
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    card = types.SimpleNamespace(total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: card)
     monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: fractions.append((f, i)))
     with job_log(fake_job(tmp_path, gpu=1)):
         assert len(queued) == 1 and fractions == []  # nothing starts CUDA at the job's start
         queued[0]()  # CUDA starts: the cap applies to each GPU the job sees
-    assert fractions == [(0.25, 0)]
+    assert fractions == [(pytest.approx(0.25 - 0.5 / 80), 0)]  # its fourth, less its CUDA context's 0.5 GiB
     assert "GPUs 0 claimed, 1/4 of each" in (tmp_path / "job.log").read_text()
     monkeypatch.setenv("HARDEX_JOBS_PER_GPU", "1")  # a card of its own: no cap
     with job_log(fake_job(tmp_path, gpu=1)):
@@ -149,8 +151,43 @@ def test_a_vllm_server_and_the_transformers_generator_keep_to_the_jobs_share(sha
     gen.model = gen.base = types.SimpleNamespace(config=types.SimpleNamespace(get_text_config=lambda: types.SimpleNamespace(
         num_key_value_heads=8, head_dim=128, num_hidden_layers=32, num_attention_heads=32, hidden_size=4096)))
     per_token = 2 * 32 * 8 * 128 * 2
-    # 18 GiB of its 20 GiB slice are left (a fourth of 80, less the 2 reserved); the card's 70 GiB free are not its
-    assert gen.effective_token_budget() == int(0.7 * 18 * gib / per_token)
+    # 17.5 GiB of its slice are left (a fourth of 80 less its CUDA context's 0.5 GiB, less the 2 reserved); the
+    # card's 70 GiB free are not its
+    assert gen.effective_token_budget() == int(0.7 * 17.5 * gib / per_token)
+
+
+# ---- issue 64 G4, G5: k jobs' caps and CUDA contexts fit the card; a rank caps only the GPU it computes on ----
+
+@pytest.mark.parametrize("k, card_gib", [(12, 80), (4, 80), (12, 141), (2, 24)])
+def test_k_jobs_caps_and_their_cuda_contexts_fit_the_card(k, card_gib):
+    total = card_gib * 2**30
+    fraction = devices.allocator_fraction(1 / k, total)
+    # every job at its cap, each with its context outside the cap (0.5 GiB, the most measured): within the card
+    assert k * (fraction * total + devices.CUDA_CONTEXT_BYTES) <= total * (1 + 1e-12)
+    # the cap a job had before (total / k) left no room: k contexts past the card
+    assert k * (total / k + devices.CUDA_CONTEXT_BYTES) > total
+    assert devices.allocator_fraction(1.0, total) == 1.0  # a card of its own: torch needs no cap
+    with pytest.raises(ValueError, match=r"HARDEX_JOBS_PER_GPU"):
+        devices.allocator_fraction(1 / 400, total)  # a slice smaller than a context
+
+
+def test_each_rank_caps_only_the_gpu_it_computes_on(shared_card, monkeypatch):
+    """accelerate's ranks see all the job's GPUs; capping one starts a CUDA context on it, outside every cap, so a
+    rank that capped them all put a context of each rank on every card."""
+    queued, fractions = [], []
+    monkeypatch.setattr(torch.cuda, "_lazy_call", queued.append)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    card = types.SimpleNamespace(total_memory=80 * 2**30)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: card)
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", lambda f, i: fractions.append(i))
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    devices.hold_to_share()
+    queued.pop()()
+    assert fractions == [1]
+    monkeypatch.delenv("LOCAL_RANK")  # one process of the job: every GPU it sees
+    devices.hold_to_share()
+    queued.pop()()
+    assert fractions == [1, 0, 1, 2]
 
 
 def _worker_spec(tmp_path) -> str:

@@ -47,7 +47,7 @@ from hardex.generation.decode_attention import (NAME as decode_attention_name, d
 from hardex.generation.lean_step import LeanDecodeStep, adapters_merged, lean_unsupported
 from hardex.generation.sampling import SAMPLE_ROWS, Sampling
 from hardex.models import encode_prompt
-from hardex.devices import gpu_share, pick_device
+from hardex.devices import allocator_fraction, gpu_share, pick_device
 from hardex.precision import resolve_precision, torch_dtype
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -372,7 +372,8 @@ class HFGenerator:
             per_token = 2 * cfg.num_hidden_layers * heads * head_dim * self._torch.finfo(self.dtype).bits // 8
             free, total = self._torch.cuda.mem_get_info(self.device)
             # where jobs share the card, this one's slice (hardex.devices.hold_to_share caps the allocator there)
-            free = min(free, total * gpu_share() - self._torch.cuda.memory_reserved(self.device))
+            slice_bytes = total * allocator_fraction(gpu_share(), total)
+            free = min(free, slice_bytes - self._torch.cuda.memory_reserved(self.device))
             return max(1, min(budget, int(0.7 * free / per_token)))
         except Exception:  # an unusual config: keep the configured budget
             return budget
