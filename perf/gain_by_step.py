@@ -27,7 +27,7 @@ def main() -> None:
 
     from hardex.report.loading import load_results
     from hardex.report.statistics import t_interval
-    from hardex.report.tables import accuracy_curves
+    from hardex.report.runs import accuracy_curves
 
     cfg = yaml.safe_load(Path(args.config).read_text())
     root = Path(args.results)

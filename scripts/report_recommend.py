@@ -9,7 +9,7 @@ from hardex.job import job_log
 from hardex.report.loading import load_pool
 from hardex.report.recommend import TITLE, recommend_note, recommend_table
 from hardex.report.render import write_table
-from hardex.report.tables import subset_pass_rates
+from hardex.report.pool import subset_pass_rates
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input

@@ -11,7 +11,8 @@ from hardex.io import write_json_atomic
 from hardex.job import job_log
 from hardex.report.reference import load_reference
 from hardex.report.loading import load_results
-from hardex.report.tables import regression_report, run_summary
+from hardex.report.regression import regression_report
+from hardex.report.runs import run_summary
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input

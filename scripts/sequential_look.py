@@ -10,7 +10,7 @@ from hardex.io import write_json_atomic
 from hardex.job import job_log
 from hardex.report.loading import load_results
 from hardex.report.looks import look_in_metrics
-from hardex.report.tables import run_summary
+from hardex.report.runs import run_summary
 from hardex.sequential import Design
 
 with job_log(snakemake) as log:

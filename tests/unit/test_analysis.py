@@ -14,6 +14,11 @@ from hardex import metrics
 from hardex import report
 from hardex import selection
 from hardex.report import loading, reference, render, statistics, tables
+from hardex.report.breakdowns import base_split_table, ood_table, tier_table
+from hardex.report.gains import gain_table, learnable_table
+from hardex.report.pool import pool_distribution, subset_pass_rates
+from hardex.report.regression import regression_report
+from hardex.report.runs import accuracy_curves, run_summary
 
 from tests.support import BENCHMARKS, N_OOD, N_POOL, PASS_K, ROOT, STRATEGIES, ZERO_STD, bench_frames, write_results
 
@@ -51,7 +56,7 @@ def test_regression_on_published_data_gives_the_papers_fit():
         lo, hi = fit[f"{name}_ci"]
         assert lo < fit[name] < hi
     # the same through the report's path (regression.json's "published" block)
-    rep = tables.regression_report(ref, n_boot=200)
+    rep = regression_report(ref, n_boot=200)
     assert round(rep["this_run"]["r2"], 3) == 0.659
 
 
@@ -120,16 +125,16 @@ def test_regression_recovers_a_known_line_and_handles_no_spread():
     assert (lo < yhat).all() and (yhat < hi).all() and (hi - lo)[1] < (hi - lo)[0]  # narrowest at the mean
     flat = statistics.regression([10.0, 10.0, 10.0], [1.0, 2.0, 3.0], n_boot=50)
     assert math.isnan(flat["slope"]) and flat["n_boot_used"] == 0
-    assert tables.regression_report(pl.DataFrame({"model": ["m"] * 3, "task": ["t"] * 3, "strategy": ["a", "b", "c"],
+    assert regression_report(pl.DataFrame({"model": ["m"] * 3, "task": ["t"] * 3, "strategy": ["a", "b", "c"],
                                              "seed": [0] * 3, "learnable_pct": [0.0] * 3, "gain": [0.0] * 3}),
                                n_boot=50, strategies=["a", "b", "c"])["this_run"]["slope"] is None  # null, not NaN
 
 
 def test_regression_points_are_cells_of_the_chosen_strategies_seeds_averaged(tmp_path):
     f = write_results(tmp_path, seeds=(0, 1), seed_shift=0.1)
-    summary = tables.run_summary(loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K))
+    summary = run_summary(loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K))
     assert summary.height == 2 * 2 * 5 * 2  # runs: models x tasks x strategies x seeds
-    rep = tables.regression_report(summary, n_boot=300)["this_run"]
+    rep = regression_report(summary, n_boot=300)["this_run"]
     # the default is paper 1's four strategies; this tree has three of them (no medium)
     assert rep["strategies"] == ["hard", "medium", "easy", "random"]
     assert rep["n"] == rep["n_cells"] == len(rep["points"]) == 2 * 2 * 3
@@ -141,7 +146,7 @@ def test_regression_points_are_cells_of_the_chosen_strategies_seeds_averaged(tmp
     cells = pl.DataFrame(rep["points"])
     alone = statistics.regression(cells["learnable_pct"], cells["gain"], n_boot=300)
     assert rep["slope"] == pytest.approx(alone["slope"]) and rep["slope_ci"] == pytest.approx(alone["slope_ci"])
-    chosen = tables.regression_report(summary, n_boot=50, strategies=["hard", "base_wrong"])["this_run"]
+    chosen = regression_report(summary, n_boot=50, strategies=["hard", "base_wrong"])["this_run"]
     assert {p["strategy"] for p in chosen["points"]} == {"hard", "base_wrong"} and chosen["n"] == 8
 
 
@@ -170,7 +175,7 @@ def test_a_damaged_result_file_is_named(one_seed, which):
 
 
 def test_gain_table_one_seed_uses_paired_bootstrap(results):
-    t = tables.gain_table(results, 0.95, 500, seed=0)
+    t = gain_table(results, 0.95, 500, seed=0)
     assert t.height == 2 * 2 * 5
     r = _row(t, model="m1", task="t1", strategy="hard")
     assert r["base_accuracy"] == pytest.approx(30.0) and r["final_accuracy"] == pytest.approx(80.0)
@@ -184,7 +189,7 @@ def test_gain_table_one_seed_uses_paired_bootstrap(results):
 def test_gain_table_several_seeds_uses_t_interval(tmp_path):
     f = write_results(tmp_path, seeds=(0, 1), seed_shift=0.1)
     res = loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K)
-    r = _row(tables.gain_table(res, 0.95, 200), model="m1", task="t1", strategy="hard")
+    r = _row(gain_table(res, 0.95, 200), model="m1", task="t1", strategy="hard")
     assert r["n_seeds"] == 2 and r["interval"] == "t over 2 seeds"
     assert r["gain"] == pytest.approx(55.0)  # seeds: 50 and 60 points
     half = statistics.t_ppf(0.975, 1) * np.std([50.0, 60.0], ddof=1) / math.sqrt(2)
@@ -206,13 +211,13 @@ def test_runs_table_lists_every_seed_that_the_gain_table_averages(tmp_path):
 
 
 def test_learnable_table_is_training_learnable_pct(results):
-    t = tables.learnable_table(tables.run_summary(results))
+    t = learnable_table(run_summary(results))
     for s, z in ZERO_STD.items():
         assert _row(t, model="m1", task="t2", strategy=s)["learnable_pct"] == pytest.approx(100 * (1 - z))
 
 
 def test_ood_table_uses_unbiased_pass_at_k(results):
-    t = tables.ood_table(results)
+    t = ood_table(results)
     assert set(t["benchmark"]) == {"t1/ood"}  # t2 has no OOD benchmark
     r = _row(t, model="m1", strategy="hard")
     # 80 % of 8 OOD examples (6 after rounding 6.4) have 2 of 4 samples right
@@ -225,17 +230,17 @@ def test_ood_table_uses_unbiased_pass_at_k(results):
 
 def test_base_split_table(results, one_seed):
     _, subsets = loading.load_pool(one_seed["probes"], one_seed["subsets"])
-    gains = tables.gain_table(results, 0.95, 200)
-    t = tables.base_split_table(gains, subsets)
+    gains = gain_table(results, 0.95, 200)
+    t = base_split_table(gains, subsets)
     assert set(t["strategy"]) == {"base_wrong", "base_right"}
     r = _row(t, model="m1", task="t1", strategy="base_wrong")
     assert r["n_train"] == 3 and r["vs_base_right_pct"] == pytest.approx(100 * (0.7 / 0.5 - 1))
-    none = tables.base_split_table(gains.filter(pl.col("strategy") == "hard"))
+    none = base_split_table(gains.filter(pl.col("strategy") == "hard"))
     assert none.height == 0 and "vs_base_right_pct" in none.columns
 
 
 def test_tier_table_is_wide_per_strategy(results):
-    t = tables.tier_table(results)
+    t = tier_table(results)
     assert t.columns[:6] == ["model", "task", "benchmark", "tier", "n_examples", "base"]
     assert t.columns[6:] == sorted(STRATEGIES, key=selection.strategy_sort_key)
     # m1 hard, t1/test: first 8 of 10 correct; tier 1 = examples 0, 3, 6, 9 -> 3 of 4
@@ -254,7 +259,7 @@ def test_tier_table_counts_each_question_once_whatever_the_seeds():
     runs = pl.DataFrame([r for s in (0, 1, 2) for r in rows("full", s, lambda seed, i: i < 2)])
     base = pl.DataFrame([r for s in (0, 1, 2) for r in rows("base", s, lambda seed, i: i <= seed)]) \
         .drop("strategy", "step")
-    t = tables.tier_table(loading.Results(runs, base, loading.load_steps([]), {"t": ["t/test"]}))
+    t = tier_table(loading.Results(runs, base, loading.load_steps([]), {"t": ["t/test"]}))
     assert t["n_examples"].to_list() == [4, 4]  # not 12
     assert t["base"].to_list() == pytest.approx([50.0, 50.0])  # 1, 2 and 3 of 4 right: 6 of 12
     assert t["full"].to_list() == pytest.approx([50.0, 50.0])
@@ -271,7 +276,7 @@ def test_tiers_sort_as_numbers_everywhere():
     assert accuracy_by_tier(runs)["tier"].to_list()[:3] == ["1", "2", "10"]
     res = loading.Results(runs, runs.filter(pl.col("strategy") == "full").drop("strategy", "seed", "step"),
                     loading.load_steps([]), {"t": ["t/test"]})
-    assert tables.tier_table(res)["tier"].to_list() == ["1", "2", "10"]
+    assert tier_table(res)["tier"].to_list() == ["1", "2", "10"]
     assert catch_up_table(runs)["tier"].to_list() == ["overall", "1", "2", "10"]
 
 
@@ -298,11 +303,11 @@ def test_catch_up_table_in_the_report(results, one_seed):
 
 def test_pool_tables(one_seed):
     probes, subsets = loading.load_pool(one_seed["probes"], one_seed["subsets"])
-    dist = tables.pool_distribution(probes)
+    dist = pool_distribution(probes)
     d = dist.filter((pl.col("model") == "m1") & (pl.col("task") == "t1"))
     assert d["pass_rate"].to_list() == [0.0, 0.25, 0.5, 0.75, 1.0] and (d["n_examples"] == 4).all()
     assert d["share_pct"].sum() == pytest.approx(100.0)
-    s = tables.subset_pass_rates(probes, subsets)
+    s = subset_pass_rates(probes, subsets)
     first = s.filter((pl.col("model") == "m1") & (pl.col("task") == "t1"))
     assert first["strategy"][0] == "pool" and first["n_examples"][0] == N_POOL
     assert _row(s, model="m1", task="t1", strategy="hard")["mean_pass_rate"] == pytest.approx(0.0)
@@ -321,7 +326,7 @@ def test_expected_mixed_is_the_chance_of_a_group_with_a_gradient():
 
 def test_subsets_carry_the_learnable_pct_expected_before_training(one_seed, results):
     probes, subsets = loading.load_pool(one_seed["probes"], one_seed["subsets"])  # K = 4, pass rates 0 ... 1
-    s = tables.subset_pass_rates(probes, subsets, {"m1": 4, "m2": 8})
+    s = subset_pass_rates(probes, subsets, {"m1": 4, "m2": 8})
     assert _row(s, model="m1", task="t1", strategy="pool")["expected_learnable_pct"] == pytest.approx(60.0)
     assert _row(s, model="m1", task="t1", strategy="hard")["expected_learnable_pct"] == 0.0  # all wrong: no signal
     assert _row(s, model="m1", task="t1", strategy="easy")["expected_learnable_pct"] == 0.0  # all right: none
@@ -356,7 +361,7 @@ def test_build_and_write_tables_in_every_format(results, one_seed, tmp_path):
 def test_reference_merge_maps_names(results):
     ref = reference.load_reference("hard_examples_published")
     names = {"models": {"m1": "Qwen3-4B", "m2": "Phi-4"}, "tasks": {"t1": "gsm8k"}, "strategies": {}}
-    gains = reference.with_reference(tables.gain_table(results, n_boot=100), ref,
+    gains = reference.with_reference(gain_table(results, n_boot=100), ref,
                              {"gain": "published_gain", "base_accuracy": "published_base_accuracy"}, names)
     r = _row(gains, model="m1", task="t1", strategy="hard")
     assert r["published_gain"] == pytest.approx(34.19) and r["published_base_accuracy"] == pytest.approx(48.45)
@@ -365,7 +370,7 @@ def test_reference_merge_maps_names(results):
     assert _row(gains, model="m1", task="t1", strategy="base_wrong")["published_gain"] is None
     assert reference.with_reference(gains, None, {"gain": "x"}) is gains
     # a strategy renamed through the mapping
-    renamed = reference.with_reference(tables.gain_table(results, n_boot=100), ref, {"gain": "published_gain"},
+    renamed = reference.with_reference(gain_table(results, n_boot=100), ref, {"gain": "published_gain"},
                                {**names, "strategies": {"random": "medium"}})
     assert _row(renamed, model="m1", task="t1", strategy="random")["published_gain"] == pytest.approx(26.69)
 
@@ -378,7 +383,7 @@ def test_tables_and_regression_with_reference(results, one_seed):
     gains, note = built["accuracy_gain"]
     assert "published_gain" in gains.columns and "3 of 20 rows matched" in note  # hard, easy, random
     assert "published_learnable_pct" in built["learnable"][0].columns
-    rep = tables.regression_report(tables.run_summary(results), n_boot=100, ref=ref, names=names)
+    rep = regression_report(run_summary(results), n_boot=100, ref=ref, names=names)
     assert rep["this_run"]["n"] == 12 and len(rep["this_run"]["points"]) == 12  # hard, easy, random cells
     assert rep["published"]["n"] == 32 and round(rep["published"]["r2"], 3) == 0.659
     curves = reference.reference_curves(ref)
@@ -398,10 +403,10 @@ def test_each_run_is_compared_with_the_base_of_its_own_seed(tmp_path):
                     for seed, acc in ((0, 0.3), (1, 0.5))]
         pl.concat(per_seed).write_parquet(path)
     res = loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K)
-    s = tables.run_summary(res).filter((pl.col("model") == "m1") & (pl.col("task") == "t1") & (pl.col("strategy") == "hard"))
+    s = run_summary(res).filter((pl.col("model") == "m1") & (pl.col("task") == "t1") & (pl.col("strategy") == "hard"))
     assert s.sort("seed")["base_accuracy"].to_list() == pytest.approx([30.0, 50.0])
     assert s.sort("seed")["gain"].to_list() == pytest.approx([80.0 - 30.0, 90.0 - 50.0])
-    curves = tables.accuracy_curves(res).filter((pl.col("model") == "m1") & (pl.col("task") == "t1")
+    curves = accuracy_curves(res).filter((pl.col("model") == "m1") & (pl.col("task") == "t1")
                                            & (pl.col("benchmark") == "t1/test") & (pl.col("step") == 0))
     assert curves.filter(pl.col("strategy") == "base")["accuracy"].to_list() == pytest.approx([0.4])  # both seeds
     assert curves.filter(pl.col("strategy") == "hard").sort("seed")["accuracy"].to_list() == pytest.approx([0.3, 0.5])
@@ -419,7 +424,7 @@ def test_table_2_puts_the_posteriors_prediction_beside_the_raw_one(one_seed, res
                           "pass_rate": [c / 8 for c in counts]})
     subset = probe.head(10).select("model", "task", "id", "pass_rate").with_columns(strategy=pl.lit("hard"),
                                                                                     seed=pl.lit(0))
-    s = tables.subset_pass_rates(probe, subset, {"smol": 8})
+    s = subset_pass_rates(probe, subset, {"smol": 8})
     row = _row(s, model="smol", task="addition", strategy="hard")
     assert row["expected_learnable_pct"] == 0.0
     assert row["expected_learnable_pct_posterior"] == pytest.approx(25.1, abs=0.5)

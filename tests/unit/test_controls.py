@@ -14,7 +14,10 @@ import pytest
 from hardex.config import ConfigError, check_config
 from hardex.controls import (RandomReward, control_notices, derangement, format_reward, format_score, reads_an_answer,
                              reward_line, run_reward, shuffled_rows)
-from hardex.report import loading, tables
+from hardex.report import loading
+from hardex.report.beyond_controls import beyond_controls_note, gain_beyond_controls
+from hardex.report.gains import gain_table
+from hardex.report.runs import run_summary
 from hardex.selection import CONTROLS, RunName, strategy_sort_key
 from hardex.settings import run_strategies
 from hardex.tasks import get_task
@@ -272,9 +275,9 @@ def results(final: dict[tuple[str, int], int]) -> loading.Results:
 def test_gain_beyond_a_control_is_paired_by_seed_with_a_t_interval():
     res = results({("hard", 0): 8, ("hard", 1): 9, ("hard_format", 0): 6, ("hard_format", 1): 6,
                    ("hard_format", 2): 9, ("random", 0): 7, ("random", 1): 7})
-    summary = tables.run_summary(res)
-    gains = tables.gain_table(res, summary=summary, n_boot=50)
-    out = tables.gain_beyond_controls(gains, summary, res, n_boot=50)
+    summary = run_summary(res)
+    gains = gain_table(res, summary=summary, n_boot=50)
+    out = gain_beyond_controls(gains, summary, res, n_boot=50)
     assert "beyond_shuffled" not in out.columns  # no shuffled control ran
     assert out["strategy"].to_list() == ["hard", "hard_format", "random"]  # control runs are rows too
     hard = out.row(0, named=True)
@@ -283,17 +286,17 @@ def test_gain_beyond_a_control_is_paired_by_seed_with_a_t_interval():
     assert (hard["beyond_format_ci_low"], hard["beyond_format_ci_high"]) == pytest.approx(t_interval([20.0, 30.0]))
     for row in out.rows(named=True)[1:]:  # the control's own row, and a strategy whose control did not run
         assert row["beyond_format"] is None and row["beyond_format_ci_low"] is None
-    assert "beyond_format" in tables.beyond_controls_note(out, "95 %")
-    assert tables.beyond_controls_note(gains, "95 %") == ""
-    assert tables.gain_beyond_controls(tables.gain_table(res.__class__(
+    assert "beyond_format" in beyond_controls_note(out, "95 %")
+    assert beyond_controls_note(gains, "95 %") == ""
+    assert gain_beyond_controls(gain_table(res.__class__(
         res.runs.filter(~pl.col("strategy").str.ends_with("_format")), res.base, res.steps, res.benchmarks),
         n_boot=10), summary.filter(~pl.col("strategy").str.ends_with("_format")), res).columns == gains.columns
 
 
 def test_gain_beyond_a_control_with_one_seed_is_bootstrapped_over_test_questions():
     res = results({("full", 0): 8, ("full_shuffled", 0): 6, ("full_format", 0): 8})
-    summary = tables.run_summary(res)
-    out = tables.gain_beyond_controls(tables.gain_table(res, summary=summary, n_boot=50), summary, res, n_boot=500)
+    summary = run_summary(res)
+    out = gain_beyond_controls(gain_table(res, summary=summary, n_boot=50), summary, res, n_boot=500)
     full = out.row(0, named=True)
     assert full["beyond_shuffled"] == pytest.approx(20.0) and full["beyond_format"] == pytest.approx(0.0)
     assert full["beyond_shuffled_ci_low"] <= 20.0 <= full["beyond_shuffled_ci_high"]

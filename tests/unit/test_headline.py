@@ -7,7 +7,10 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from hardex.report import tables
+from hardex.report.beyond_controls import beyond_controls_note, gain_beyond_controls
+from hardex.report.gains import gain_table
+from hardex.report.pairwise import pairwise_table
+from hardex.report.runs import run_summary
 from hardex.report.headline import headline_table
 from hardex.selection import CONTROL_PREFERENCE, CONTROLS, RunName
 from tests.unit.test_controls import results
@@ -26,10 +29,10 @@ def with_learnable(res, pct: dict[str, float]):
 def headline(final, n_boot=500, learnable=None):
     res = results(final)
     res = with_learnable(res, learnable) if learnable else res
-    summary = tables.run_summary(res)
-    gains = tables.gain_beyond_controls(tables.gain_table(res, summary=summary, n_boot=n_boot), summary, res,
+    summary = run_summary(res)
+    gains = gain_beyond_controls(gain_table(res, summary=summary, n_boot=n_boot), summary, res,
                                         n_boot=n_boot)
-    df, note = headline_table(gains, tables.pairwise_table(res, summary, n_boot=n_boot))
+    df, note = headline_table(gains, pairwise_table(res, summary, n_boot=n_boot))
     return {r["strategy"]: r for r in df.rows(named=True)}, note
 
 
@@ -148,8 +151,8 @@ def test_on_a_tie_the_random_reward_control_is_read_first_then_format():
 def test_table_1_puts_each_controls_learnable_pct_beside_the_gain_beyond_it():
     res = with_learnable(results(_controlled({"format": [6, 6, 6], "shuffled": [7, 7, 7]}) | {("random", 0): 7}),
                          {"full": 60, "full_format": 20, "full_shuffled": 45, "random": 30})
-    summary = tables.run_summary(res)
-    out = tables.gain_beyond_controls(tables.gain_table(res, summary=summary, n_boot=50), summary, res, n_boot=50)
+    summary = run_summary(res)
+    out = gain_beyond_controls(gain_table(res, summary=summary, n_boot=50), summary, res, n_boot=50)
     full = out.filter(pl.col("strategy") == "full").row(0, named=True)
     assert full["learnable_pct"] == pytest.approx(60.0)
     assert full["learnable_format"] == pytest.approx(20.0) and full["learnable_shuffled"] == pytest.approx(45.0)
@@ -157,7 +160,7 @@ def test_table_1_puts_each_controls_learnable_pct_beside_the_gain_beyond_it():
     assert columns.index("learnable_format") == columns.index("beyond_format_ci_high") + 1
     other = out.filter(pl.col("strategy") == "random").row(0, named=True)  # no control ran for it
     assert other["learnable_pct"] == pytest.approx(30.0) and other["learnable_format"] is None
-    note = tables.beyond_controls_note(out, "95 %")
+    note = beyond_controls_note(out, "95 %")
     assert "learnable_shuffled, learnable_format" in note and "uncorrected" in note
 
 
@@ -172,9 +175,9 @@ def test_one_seed_intervals_do_not_depend_on_the_order_of_the_result_rows():
                                      .otherwise(pl.col("n_correct")).alias("n_correct"))  # unequal questions
     tables_of = []
     for r in (res, shuffled):
-        summary = tables.run_summary(r)
-        gains = tables.gain_beyond_controls(tables.gain_table(r, summary=summary, n_boot=200), summary, r, n_boot=200)
-        tables_of.append((gains, headline_table(gains, tables.pairwise_table(r, summary, n_boot=200))[0]))
+        summary = run_summary(r)
+        gains = gain_beyond_controls(gain_table(r, summary=summary, n_boot=200), summary, r, n_boot=200)
+        tables_of.append((gains, headline_table(gains, pairwise_table(r, summary, n_boot=200))[0]))
     assert tables_of[0][0].equals(tables_of[1][0]) and tables_of[0][1].equals(tables_of[1][1])
 
 
@@ -182,9 +185,9 @@ def _answer(final) -> str:
     from hardex.report.headline import answer_lines
 
     res = results(final)
-    summary = tables.run_summary(res)
-    gains = tables.gain_beyond_controls(tables.gain_table(res, summary=summary, n_boot=200), summary, res, n_boot=200)
-    df, _ = headline_table(gains, tables.pairwise_table(res, summary, n_boot=200))
+    summary = run_summary(res)
+    gains = gain_beyond_controls(gain_table(res, summary=summary, n_boot=200), summary, res, n_boot=200)
+    df, _ = headline_table(gains, pairwise_table(res, summary, n_boot=200))
     (line,) = answer_lines(df, "sampled")
     return line
 

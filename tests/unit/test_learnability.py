@@ -10,7 +10,7 @@ from hardex.learnability import (UnlearnableSubsetError, check_learnable, probe_
                                  tie_line, with_probe_posterior)
 from hardex.posterior import with_posterior
 from hardex.probing import PROVENANCE_KEY, probe_provenance
-from hardex.report import tables
+from hardex.report.pool import subset_pass_rates, ties_note
 from hardex.tasks import get_task
 
 
@@ -59,10 +59,10 @@ def test_strategies_that_collapse_into_one_tie_are_named():
     cell = dict(model="m", task="t")
     subsets = subsets.with_columns(**{k: pl.lit(v) for k, v in cell.items()}, seed=pl.lit(0))
     probes = probe.with_columns(**{k: pl.lit(v) for k, v in cell.items()})
-    table = tables.subset_pass_rates(probes, subsets)
+    table = subset_pass_rates(probes, subsets)
     assert table.filter(pl.col("strategy") != "pool")["tied_at"].to_list() == [0.0, 0.0]
     assert table.filter(pl.col("strategy") == "hard")["learnable_examples"].item() == 0
-    assert "m/t hard at 0; m/t medium at 0" in tables.ties_note(table)
+    assert "m/t hard at 0; m/t medium at 0" in ties_note(table)
 
 
 def _pool(counts: dict[int, int], k: int = 8) -> pl.DataFrame:

@@ -11,6 +11,8 @@ import pytest
 from scipy import stats
 
 from hardex.report import statistics, tables
+from hardex.report.pairwise import pairwise_table
+from hardex.report.runs import run_summary
 from tests.unit.test_controls import results
 
 
@@ -38,7 +40,7 @@ def test_bootstrap_p_values_read_the_shares_of_resampled_means():
 
 def _pairwise(final, margin=5.0, n_boot=300):
     res = results(final)
-    rows = tables.pairwise_table(res, tables.run_summary(res), n_boot=n_boot, margin=margin)
+    rows = pairwise_table(res, run_summary(res), n_boot=n_boot, margin=margin)
     return {(r["strategy"], r["versus"]): r for r in rows.iter_rows(named=True)}
 
 

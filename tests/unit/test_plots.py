@@ -10,6 +10,10 @@ import polars as pl
 import pytest
 
 from hardex.report import loading, tables
+from hardex.report.gains import gain_table, learnable_table
+from hardex.report.regression import regression_report
+from hardex.report.rollout_budget import rollout_budget
+from hardex.report.runs import accuracy_curves, run_summary
 from hardex.report.dynamics import dynamics_by_step
 from hardex.report.reference import load_reference, reference_curves
 from hardex.report import plots as P
@@ -50,7 +54,7 @@ NAMES = {"models": {"m1": "Qwen3-4B", "m2": "Phi-4"}, "tasks": {"t1": "gsm8k", "
 
 def test_accuracy_curves(data, reference, tmp_path):
     res, _, _ = data
-    curves = tables.accuracy_curves(res)
+    curves = accuracy_curves(res)
     base = curves.filter(pl.col("strategy") == "base")
     assert (base["step"] == 0).all()
     # every run's curve starts at the base model (step 0)
@@ -66,18 +70,18 @@ def test_accuracy_curves(data, reference, tmp_path):
 
 def test_learnable_vs_gain(data, reference, tmp_path):
     res, _, _ = data
-    rep = tables.regression_report(tables.run_summary(res), n_boot=100, ref=reference, names=NAMES)
+    rep = regression_report(run_summary(res), n_boot=100, ref=reference, names=NAMES)
     rep = json.loads(json.dumps(rep))  # as the figure rule reads it: from regression.json
     _check(P.plot_learnable_vs_gain(rep, [tmp_path / "l.png", tmp_path / "l.pdf"], STYLE))
     # the published data alone (paper 1's Figure 3)
-    pub = tables.regression_report(reference, n_boot=100)
+    pub = regression_report(reference, n_boot=100)
     _check(P.plot_learnable_vs_gain(pub, [tmp_path / "p.png", tmp_path / "p.pdf"], STYLE))
 
 
 def test_learnable_vs_gain_without_a_fit(tmp_path):
     flat = pl.DataFrame({"model": ["m"] * 2, "task": ["t"] * 2, "strategy": ["hard", "easy"], "seed": [0, 0],
                          "learnable_pct": [0.0, 0.0], "gain": [0.0, 0.0]})
-    rep = json.loads(json.dumps(tables.regression_report(flat, n_boot=50)))
+    rep = json.loads(json.dumps(regression_report(flat, n_boot=50)))
     assert rep["this_run"]["slope"] is None
     _check(P.plot_learnable_vs_gain(rep, [tmp_path / "f.png", tmp_path / "f.pdf"], STYLE), min_px=(200, 150))
 
@@ -87,7 +91,7 @@ def test_learnable_vs_gain_when_every_gain_is_the_same(tmp_path):
     (found by rehearsing experiments/difficulty_limits.yaml)."""
     flat = pl.DataFrame({"model": ["m"] * 3, "task": ["t"] * 3, "strategy": ["hard", "easy", "full"], "seed": [0] * 3,
                          "learnable_pct": [20.0, 50.0, 90.0], "gain": [0.0, 0.0, 0.0]})
-    rep = json.loads(json.dumps(tables.regression_report(flat, n_boot=50)))
+    rep = json.loads(json.dumps(regression_report(flat, n_boot=50)))
     assert rep["this_run"]["slope"] == 0.0 and rep["this_run"]["r2"] is None
     _check(P.plot_learnable_vs_gain(rep, [tmp_path / "f.png", tmp_path / "f.pdf"], STYLE), min_px=(200, 150))
 
@@ -114,8 +118,8 @@ def test_capacity_figure(tmp_path, data, monkeypatch):
     real_save = P.save_figure
     """Gain and learnable % of each strategy against model size: one row per task, a line per strategy."""
     res, _, _ = data
-    summary = tables.run_summary(res)
-    gains, learn = tables.gain_table(res, summary=summary), tables.learnable_table(summary)
+    summary = run_summary(res)
+    gains, learn = gain_table(res, summary=summary), learnable_table(summary)
     models = sorted(set(gains["model"]))
     assert len(models) >= 2  # the fixture's models stand for two capacities
     capacity = {m: 1.4e6 * (1 + i) for i, m in enumerate(models)}  # sizes within a decade, as the CPU study's
@@ -211,11 +215,11 @@ def test_one_call_draws_every_figure_its_paths_name(tmp_path):
     f = write_results(tmp_path, seeds=(0, 1))
     res = loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K)
     probes, _ = loading.load_pool(f["probes"], f["subsets"])
-    summary = tables.run_summary(res)
-    (tmp_path / "regression.json").write_text(json.dumps(tables.regression_report(summary, n_boot=50)))
+    summary = run_summary(res)
+    (tmp_path / "regression.json").write_text(json.dumps(regression_report(summary, n_boot=50)))
     counted = res.steps.with_columns(rollouts_generated=pl.lit(32), rollouts_discarded=pl.lit(0),
                                      tokens_generated=pl.lit(320), filter_capped=pl.lit(False))
-    budget = tables.rollout_budget(tables.gain_table(res, n_boot=50, summary=summary), counted, probes)
+    budget = rollout_budget(gain_table(res, n_boot=50, summary=summary), counted, probes)
     budget.write_csv(tmp_path / "rollout_budget.csv")
     sharpening.pass_at_k_table(res, n_boot=50).write_csv(tmp_path / "pass_at_k.csv")
     probes, subsets = loading.load_pool(f["probes"], f["subsets"])

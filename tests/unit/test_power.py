@@ -15,6 +15,8 @@ from scipy import stats
 
 from hardex.config import ConfigError, check_config
 from hardex.report import loading, render, statistics, tables
+from hardex.report.power import POWER_KINDS, pooled_sd, power_table
+from hardex.report.runs import run_summary
 
 
 def _design(rng, k: int, n: int, seed_sd: float, question_sd: float, noise_sd: float, true: float = 0.1):
@@ -128,9 +130,9 @@ def _pool() -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def test_power_table_lists_controls_first_then_gains_then_pairs():
-    power = tables.power_table(tables.run_summary(_results()))
+    power = power_table(run_summary(_results()))
     kinds = power["kind"].to_list()
-    assert kinds == sorted(kinds, key=tables.POWER_KINDS.index)
+    assert kinds == sorted(kinds, key=POWER_KINDS.index)
     first = power.row(0, named=True)
     assert (first["kind"], first["strategy"], first["versus"]) == ("control", "hard", "hard_shuffled")
     # hard - hard_shuffled by seed: 20, 10, 30, 0 points
@@ -160,7 +162,7 @@ def test_a_tier_and_its_random_draw_are_a_pair_and_a_run_and_its_controls_are_co
     """Named alike is not controlled: tier_low_random is tier_low's random draw, another strategy."""
     final = {"tier_low": [5, 6, 7, 5], "tier_low_random": [4, 6, 5, 5], "hard": [7, 8, 6, 7],
              "hard_random_reward": [5, 5, 5, 5], "hard_online": [6, 8, 7, 7]}
-    power = tables.power_table(tables.run_summary(_results(final)))
+    power = power_table(run_summary(_results(final)))
     kinds = {(r["strategy"], r["versus"]): r["kind"] for r in power.iter_rows(named=True)}
     assert kinds[("tier_low", "tier_low_random")] == "pair"
     assert kinds[("hard", "hard_random_reward")] == "control" and kinds[("hard", "hard_online")] == "control"
@@ -172,7 +174,7 @@ def test_a_comparison_whose_few_seeds_happened_to_agree_is_not_settled_by_them()
     0.25 points from zero; the spread of the other comparisons of the model x task says it is not
     resolvable at this design."""
     final = {"hard": [50, 50, 50, 51], "medium": [50, 50, 50, 50], "random": [40, 80, 45, 75]}
-    power = tables.power_table(tables.run_summary(_results(final, n_q=100)), max_seeds=1000)
+    power = power_table(run_summary(_results(final, n_q=100)), max_seeds=1000)
     pair = power.filter((pl.col("strategy") == "hard") & (pl.col("versus") == "medium")).row(0, named=True)
     assert pair["difference"] == pytest.approx(0.25) and pair["difference_sd"] == pytest.approx(0.5)
     assert statistics.seeds_needed(0.25, 0.5) == 34  # what its own spread said
@@ -182,17 +184,17 @@ def test_a_comparison_whose_few_seeds_happened_to_agree_is_not_settled_by_them()
 
 
 def test_pooled_sd_weights_each_comparison_by_its_degrees_of_freedom():
-    assert tables.pooled_sd([2.0, 4.0, math.nan], [2, 4, 1]) == pytest.approx(math.sqrt((1 * 4 + 3 * 16) / 4))
-    assert math.isnan(tables.pooled_sd([math.nan], [1]))
+    assert pooled_sd([2.0, 4.0, math.nan], [2, 4, 1]) == pytest.approx(math.sqrt((1 * 4 + 3 * 16) / 4))
+    assert math.isnan(pooled_sd([math.nan], [1]))
 
 
 def test_power_table_caps_and_refuses_to_guess():
     tiny = _results({"hard": [6, 5, 6, 5], "random": [5, 6, 5, 6]})
-    row = tables.power_table(tables.run_summary(tiny), max_seeds=50)
+    row = power_table(run_summary(tiny), max_seeds=50)
     pair = row.filter(pl.col("kind") == "pair").row(0, named=True)
     assert pair["difference"] == 0 and pair["seeds_needed"] == ">50"
     one = _results({"hard": [8], "hard_format": [6]})
-    rows = tables.power_table(tables.run_summary(one))
+    rows = power_table(run_summary(one))
     assert set(rows["seeds_needed"]) == {"not estimable"} and set(rows["n_seeds"]) == {1}
 
 

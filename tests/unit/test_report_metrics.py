@@ -11,7 +11,10 @@ import polars as pl
 import pytest
 
 from hardex.config import ConfigError, check_config
-from hardex.report import AnalysisError, loading, tables
+from hardex.report import AnalysisError, loading
+from hardex.report.gains import gain_curve
+from hardex.report.runs import run_summary
+from hardex.report.verdicts import by_metric, metric_disagreements, metric_verdicts, metrics_note
 from hardex.report.looks import look_in_metrics, verdict_note, verdict_table
 from hardex.sequential import Design
 
@@ -44,7 +47,7 @@ def test_greedy_accuracy_reads_the_greedy_answer_as_each_questions_one_sample():
     assert res.in_metric("sampled") is res
     hard0 = greedy.runs.filter((pl.col("strategy") == "hard") & (pl.col("seed") == 0))
     assert hard0["n"].unique().to_list() == [1] and hard0["n_correct"].sum() == 15
-    summary = {m: tables.run_summary(res.in_metric(m)) for m in ("sampled", "greedy")}
+    summary = {m: run_summary(res.in_metric(m)) for m in ("sampled", "greedy")}
     gain = {m: dict(zip(zip(s["strategy"], s["seed"]), s["gain"])) for m, s in summary.items()}
     assert gain["sampled"]["easy", 0] == pytest.approx(40.0) and gain["greedy"]["easy", 0] == pytest.approx(0.0)
     assert gain["sampled"]["hard", 1] == pytest.approx(2.5) and gain["greedy"]["hard", 1] == pytest.approx(30.0)
@@ -55,31 +58,31 @@ def test_greedy_accuracy_reads_the_greedy_answer_as_each_questions_one_sample():
 
 def test_every_verdict_table_holds_a_block_per_metric_and_the_headline_says_where_they_disagree():
     res = crossed_results()
-    verdicts = {m: tables.metric_verdicts(res.in_metric(m), 0.95, 200, 0, 5.0, {"power": 0.8, "alpha": 0.05,
+    verdicts = {m: metric_verdicts(res.in_metric(m), 0.95, 200, 0, 5.0, {"power": 0.8, "alpha": 0.05,
                                                                                 "max_seeds": 1000})
                 for m in ("sampled", "greedy")}
-    headline = tables.by_metric(verdicts, "headline")
+    headline = by_metric(verdicts, "headline")
     assert headline.columns[:3] == ["model", "task", "metric"]
     assert headline.select("metric", "strategy").rows() == [("sampled", "hard"), ("sampled", "easy"),
                                                            ("greedy", "hard"), ("greedy", "easy")]
-    pairwise = tables.by_metric(verdicts, "pairwise")
+    pairwise = by_metric(verdicts, "pairwise")
     by = {m: r for m, r in zip(pairwise["metric"], pairwise.iter_rows(named=True))}
     assert by["sampled"]["difference"] < -35 and by["sampled"]["verdict"] == "differs"  # hard - easy
     assert by["greedy"]["difference"] > 20 and by["greedy"]["verdict"] == "differs"
-    said = tables.metric_disagreements(verdicts)
+    said = metric_disagreements(verdicts)
     assert any(s.startswith("m on t: hard's gain not shown in sampled") and "but shown in greedy" in s for s in said)
     assert any(s.startswith("m on t: easy's gain shown in sampled") for s in said)
     # the pair differs in both metrics, in opposite directions: that is said too
     assert "m on t: hard - easy differs, easy ahead in sampled (-40.0) but differs, hard ahead in greedy (+26.2)." in said
-    assert tables.by_metric({"sampled": verdicts["sampled"]}, "headline").columns == \
+    assert by_metric({"sampled": verdicts["sampled"]}, "headline").columns == \
         verdicts["sampled"]["headline"][0].columns  # one metric: the tables as before metrics were named
-    assert "decides" in tables.metrics_note(["sampled", "greedy"])
-    assert tables.metrics_note(["greedy"]).startswith("Metric: greedy accuracy")
+    assert "decides" in metrics_note(["sampled", "greedy"])
+    assert metrics_note(["greedy"]).startswith("Metric: greedy accuracy")
 
 
 def test_the_sequential_look_decides_in_the_first_metric_and_reports_the_others_beside_it():
     res = crossed_results()
-    summaries = {m: tables.run_summary(res.in_metric(m)) for m in ("greedy", "sampled")}
+    summaries = {m: run_summary(res.in_metric(m)) for m in ("greedy", "sampled")}
     design = Design(first=4, batch=2, max=6)
     record = look_in_metrics(summaries, design, [("hard", "easy")], 0.05, 5.0, [("m", "t")], 1)
     assert record["metric"] == "greedy" and set(record["reported"]) == {"sampled"}
@@ -115,13 +118,13 @@ def test_the_gain_curve_gives_each_checkpoints_gain_paired_with_its_seeds_base()
     base = [r for seed in (0, 1) for r in outcome_rows("base", seed, 0, 10, 10)]
     res = loading.Results(pl.DataFrame(runs), pl.DataFrame(base).drop("strategy", "step"), loading.load_steps([]),
                           {"t": ["t/test"]}, {"t/test": [1, 2]})
-    curve = tables.gain_curve(res)
+    curve = gain_curve(res)
     assert curve.select("strategy", "step", "n_seeds").rows() == [("hard", 16, 2), ("easy", 8, 2), ("easy", 16, 2)]
     easy8 = curve.row(1, named=True)
     # sampled: 14 (15) questions of 20 fully right and the rest half right against the base's 10 -> +10, +12.5
     assert easy8["gain"] == pytest.approx(11.25) and easy8["gain_ci_low"] < 11.25 < easy8["gain_ci_high"]
     last = curve.filter(pl.col("step") == 16).select("strategy", "gain").rows()
-    summary = tables.run_summary(res).group_by("strategy").agg(pl.col("gain").mean())
+    summary = run_summary(res).group_by("strategy").agg(pl.col("gain").mean())
     assert dict(last) == pytest.approx(dict(summary.rows()))  # the last step is Table 1's gain
-    greedy = tables.gain_curve(res.in_metric("greedy"))
+    greedy = gain_curve(res.in_metric("greedy"))
     assert greedy["gain"].to_list() == pytest.approx([0.0, 0.0, 0.0])  # greedy answers did not move

@@ -11,7 +11,8 @@ import pytest
 from scipy import stats
 
 from hardex import sequential
-from hardex.report import statistics, tables
+from hardex.report import statistics
+from hardex.report.pairwise import pair_verdict
 from hardex.sequential import Design, LookTest, Verdict, decide, design_of, runs_needing_seeds, spent_alpha
 
 ALPHA, MARGIN, STUDIES = 0.05, 5.0, 4000
@@ -101,7 +102,7 @@ def test_the_verdict_words_are_pair_verdicts():
     for true, sd in ((20.0, 10.0), (0.0, 1.0)):
         v = decide(DESIGN, {"c": dict(enumerate(rng.normal(true, sd, 16)))}, ALPHA, MARGIN)["c"]
         row = {"n_seeds": v.seeds, "p_holm": v.p, "p_equivalence_holm": v.p_equivalence}  # Holm of one is the p
-        assert v.decided and v.verdict == tables.pair_verdict(row, v.level, MARGIN)
+        assert v.decided and v.verdict == pair_verdict(row, v.level, MARGIN)
 
 
 def test_too_few_seeds_stay_undecided_and_the_design_goes_on():

@@ -18,12 +18,16 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
 - the configured scorer (`tasks.<task>.scoring`) decides every accuracy except the `rescored` table's,
   which judges the same stored completions by each scorer of the task, the configured one marked.
 
-Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `headline` (the
-first table: which strategy gained how much beyond form), `tables` (the
-tables and the regression), `rescoring` and `sharpening` (the rescored and pass_at_k tables), `catch_up`
-(paper 2's comparison with the full-pool run), `reference` (the published numbers), `render` (Markdown,
-CSV, LaTeX, HTML), `plots` (drawing) and `figures` (what each figure reads, all drawn in one process),
-`timings` (compute) and `looks` (a sequential design's looks and their verdict table).
+Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `tables` (the
+registry of every table and `build_tables`), and each family of tables: `runs` (every run against its base),
+`gains` (Tables 1 and 2, the gain curve), `verdicts` (the verdict tables in each metric), `headline` (the
+first table: which strategy gained how much beyond form), `pairwise`, `beyond_controls`, `breakdowns` (OOD,
+tiers, base-model splits), `pool` (the pool and its subsets), `rollout_budget`, `power`, `rescoring` and
+`sharpening` (the rescored and pass_at_k tables), `catch_up` (paper 2's comparison with the full-pool run),
+`by_difficulty`, `dynamics`, `across_tasks` and `recommend`; `regression` (the learnable-% regression),
+`reference` (the published numbers), `render` (Markdown, CSV, LaTeX, HTML), `plots` (drawing) and `figures`
+(what each figure reads, all drawn in one process), `timings` (compute) and `looks` (a sequential design's
+looks and their verdict table).
 """
 
 

@@ -180,6 +180,33 @@ def catch_up_table(runs: pl.DataFrame, level: float = 0.95, full: str = "full",
     return pl.DataFrame(rows, schema=CATCH_UP_SCHEMA)
 
 
+def catch_up_note(catch: pl.DataFrame, level: float = 0.95) -> str:
+    """The catch_up table's note: how to read each column at `level`, or why the table is empty."""
+    if catch.height == 0:
+        return "No run on the full pool (strategy full) in this configuration: nothing to catch up with."
+    pct, tost_pct, alpha = (f"{round(100 * level)} %", f"{round(100 * max(0.0, 1 - 2 * (1 - level)))} %",
+                            f"{1 - level:.3g}")
+    no_verdict = (" Rows with a single seed on a side have no interval, so equivalence is not shown: run several "
+                  "seeds to tell a match from noise." if catch["difference_ci_low"].is_nan().any() else "")
+    return ("Each strategy against the run on the full pool (strategy full), on each benchmark, "
+            "overall and per tier: paper 2's claim that the lower tiers alone match the full run's "
+            "accuracy with ~45 % of its steps, read as a step share and an equivalence. share_pct = 100 "
+            "x steps (the run's own last checkpoint: all its training) / full_steps. accuracy, "
+            "full_accuracy: final accuracy in % (mean over seeds). difference: run minus full, in "
+            f"points, with its {tost_pct} t-interval (paired by seed number when both ran the same "
+            "seeds, Welch's otherwise; none with one seed). equivalent: two one-sided tests at "
+            f"alpha = {alpha}: yes when that interval lies inside [-margin, +margin] "
+            "(report.equivalence_margin, points), no when it lies wholly outside (a difference "
+            "beyond the margin), not shown otherwise or without an interval. full_gain: the full "
+            f"run's final minus the base model's accuracy (base_accuracy), paired by seed, with its "
+            f"{pct} t-interval; where its mean is <= 0 or its interval reaches 0 the row says "
+            f"'{NO_GAIN}' and gives no share and no first crossing. first_crossing_share "
+            "(secondary, not paper 2's measure): the share of the full run's steps at which the run "
+            "first reaches the full run's final accuracy of the same seed, the base model counting as "
+            f"step 0 (mean over seeds, {pct} t-interval, low end stopped at 0; given only when every "
+            "seed reaches it, reached_seeds of n_seeds did)." + no_verdict)
+
+
 def _full_gain(full_curve: pl.DataFrame, level: float) -> tuple[float | None, float, float]:
     """The full run's final accuracy minus the base model's (step 0 of the same seed's curve), in points:
     (mean over seeds, t-interval low, high; NaN bounds with one seed; None, NaN, NaN without a step 0).

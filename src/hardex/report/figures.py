@@ -5,8 +5,8 @@ One process for all of them: a process per figure paid 2-4 s of imports (polars,
 for a drawing that takes a fraction of that, seven or eight times per report.
 
 The frames a figure shares with the tables (accuracy curves, gains, learnable %, the pool's expected mixed
-share) are `hardex.report.tables`' functions: this module sits above the tables, the one import chain of five
-modules the architecture test allows.
+share) are the table families' functions (`runs`, `gains`, `pool`): this module sits above them, the one
+import chain of five modules the architecture test allows.
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from typing import Any, Callable, Mapping, Sequence
 
 import polars as pl
 
-from hardex.report import AnalysisError, catch_up, plots, tables
+from hardex.report import AnalysisError, catch_up, plots, runs
 from hardex.report.dynamics import dynamics_by_step
+from hardex.report.gains import gain_table, learnable_table
 from hardex.report.loading import Results, load_pool, load_results, load_steps, model_parameters
+from hardex.report.pool import subset_pass_rates, with_expected_mixed
 from hardex.report.reference import load_reference, reference_curves
 
 
@@ -43,7 +45,7 @@ def accuracy_curves(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     """Test accuracy against training step per strategy (Figure 2), the published curves over it when
     `report.reference` names them."""
     res, ref = src.results, load_reference(src.params["reference"])
-    return plots.plot_accuracy_curves(tables.accuracy_curves(res), res.benchmarks, paths, src.style,
+    return plots.plot_accuracy_curves(runs.accuracy_curves(res), res.benchmarks, paths, src.style,
                                       reference_curves(ref) if ref is not None else None, src.params["names"])
 
 
@@ -63,7 +65,7 @@ def learnable_vs_gain(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
 def pool_pass_rates(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     """The pool's pass rates with every selected subset marked and the learnable % each should give at its
     model's G: from the probe and the subsets alone, so it needs no training."""
-    probes, subsets = tables.with_expected_mixed(*load_pool(src.inputs["probes"], src.inputs["subsets"]),
+    probes, subsets = with_expected_mixed(*load_pool(src.inputs["probes"], src.inputs["subsets"]),
                                                      src.params["generations"])
     return plots.plot_pool_pass_rates(probes, subsets, paths, src.style)
 
@@ -72,10 +74,10 @@ def capacity(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     """Gain and learnable % of every strategy against model size, with the tables' intervals (`stats`);
     a model the workflow made counts its own parameters, the others their config's size_b."""
     res, stats = src.results, src.params["stats"]
-    summary = tables.run_summary(res)
-    gains = tables.gain_table(res, stats["ci_level"], stats["iterations"], stats["seed"], summary)
+    summary = runs.run_summary(res)
+    gains = gain_table(res, stats["ci_level"], stats["iterations"], stats["seed"], summary)
     sizes = model_parameters(src.params["sizes_b"], src.params["built"])
-    return plots.plot_capacity(gains, tables.learnable_table(summary, stats["ci_level"]), sizes, paths, src.style)
+    return plots.plot_capacity(gains, learnable_table(summary, stats["ci_level"]), sizes, paths, src.style)
 
 
 def zero_std_share(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
@@ -98,7 +100,7 @@ def pass_at_k(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
 def training_dynamics(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
     """Reward, mixed groups, completion length, truncated completions and KL over the steps of every run, with
     the mixed share the probe predicted for each subset at step 0."""
-    predicted = tables.subset_pass_rates(*load_pool(src.inputs["probes"], src.inputs["subsets"]),
+    predicted = subset_pass_rates(*load_pool(src.inputs["probes"], src.inputs["subsets"]),
                                          src.params["generations"])
     return plots.plot_training_dynamics(dynamics_by_step(load_steps(src.inputs["steps"])), paths, src.style, predicted)
 

@@ -17,7 +17,7 @@ import polars as pl
 from hardex.report.statistics import DIFFERS
 from hardex.selection import CONTROL_PREFERENCE, CONTROLS, RunName
 
-# the verdict words the headline and the pairwise table share (tables.pair_verdict)
+# the verdict words the headline and the pairwise table share (pairwise.pair_verdict)
 ONE_SEED = "one seed"  # how a verdict from a bootstrap over test questions starts: no claim across training runs
 
 # a control trained when its groups mixed at least this share as often as its strategy's did
@@ -105,7 +105,7 @@ def _behind(pairs: dict, best: str, strategy: str) -> dict:
 
 def headline_table(gains: pl.DataFrame, pairwise: pl.DataFrame, level: float = 0.95) -> tuple[pl.DataFrame, str]:
     """The headline table and its note, from Table 1 (`gains`, with its beyond_<control> and learnable
-    columns) and the pairwise table (`tables.pairwise_table`)."""
+    columns) and the pairwise table (`pairwise.pairwise_table`)."""
     pct = f"{round(100 * level)} %"
     pairs = {(r["model"], r["task"], r["strategy"], r["versus"]): r for r in pairwise.iter_rows(named=True)}
     rows, sentences = [], []

@@ -1,6 +1,6 @@
 """Figures of the report (matplotlib, Agg backend): each one readable on its own, with a title,
 labelled axes and a legend, and the published runs overlaid (thin or hollow) when a reference is
-given. Every function takes frames from `hardex.report.tables` and writes one file per format.
+given. Every function takes frames from the report's table modules and writes one file per format.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
                          names: dict | None = None) -> list[Path]:
     """Test accuracy (%) against training step per strategy, one panel per model x task.
 
-    `curves` is `report.tables.accuracy_curves` (fractions; step 0 = base). The task's first benchmark
+    `curves` is `report.runs.accuracy_curves` (fractions; step 0 = base). The task's first benchmark
     is plotted; the base model is a dashed line. Several seeds: their mean, and their range shaded.
     `reference` (`report.reference.reference_curves`) adds the published curves as thin dotted lines, on a
     second step axis at the top when the published run is much longer than this one.
@@ -310,7 +310,7 @@ def regression_title(fit: dict[str, Any], level: int) -> str:
 def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
     """Learnable % (x) against accuracy gain (y), one point per model x task x strategy (seeds averaged):
     colour = strategy, marker = model, the OLS fit with its confidence band, and R² and slope on the
-    plot. `report` is `report.tables.regression_report`;
+    plot. `report` is `report.regression.regression_report`;
     its "published" part, when present, is drawn with hollow markers and a dashed fit."""
     st = _style(style)
     ours, pub = report["this_run"], report.get("published")
@@ -555,7 +555,7 @@ def plot_capacity(gains: pl.DataFrame, learnable: pl.DataFrame, capacity: dict[s
     and the learnable % of its runs (right). Where the hardest subset stops (or starts) winning is where
     its line crosses the others: the crossover between the papers' regimes, which neither paper shows.
 
-    `gains` and `learnable` are `report.tables.gain_table` and `report.tables.learnable_table`; `capacity` maps
+    `gains` and `learnable` are `report.gains.gain_table` and `report.gains.learnable_table`; `capacity` maps
     each model to its parameter count.
     """
     st = _style(style)
@@ -620,7 +620,7 @@ def plot_gain_vs_compute(budget: pl.DataFrame, paths: Sequence[str | Path], styl
     generated in all, probing and discarded groups included; bars are the gain's interval. A point up
     and to the left buys more gain for less compute. Online runs share their strategy's colour, with
     open markers; strategies of equal cost are nudged apart (by at most a few % per neighbour).
-    `budget` is `report.tables.rollout_budget`."""
+    `budget` is `report.rollout_budget.rollout_budget`."""
     st = _style(style)
     cells = budget.select("model", "task").unique(maintain_order=True).rows()
     strategies = sorted(set(budget["strategy"]), key=strategy_sort_key)

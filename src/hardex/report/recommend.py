@@ -3,7 +3,7 @@
 GRPO learns only from groups whose rewards differ, so the prediction is each candidate subset's learnable
 share: the mean chance, over its examples, that a group of G samples of the base model mixes right and wrong
 answers, from each example's Beta posterior given its k of K (`expected_learnable_pct_posterior` of the
-subset table, `tables.subset_pass_rates`). The subset with the largest share is recommended. Candidates are
+subset table, `pool.subset_pass_rates`). The subset with the largest share is recommended. Candidates are
 the strategies that pick part of the pool (hard, easy, random, ...): not the full pool, which a user who can
 afford only part of it cannot train on, and not control runs.
 
@@ -61,7 +61,7 @@ def _reason(rows: list[dict]) -> str:
 
 def recommend_table(subsets_table: pl.DataFrame) -> pl.DataFrame:
     """Per model x task, every candidate subset ranked by its predicted learnable share (rank 1 first), the
-    recommended one named on every row with its reason. `subsets_table`: `tables.subset_pass_rates` with its
+    recommended one named on every row with its reason. `subsets_table`: `pool.subset_pass_rates` with its
     group sizes (the expected learnable columns)."""
     if PREDICTION not in subsets_table.columns:
         raise ValueError("the subset table has no expected learnable share: build it with the runs' group sizes")
