@@ -23,6 +23,8 @@ rule train:
         gpu=train_gpus,
         mem_mb=job_mem_mb("train"),
         runtime=train_runtime,
+        # read by the job (hardex.job.job_log): a retry of a reward hook's error stops at once
+        attempt=lambda wildcards, attempt: attempt,
     params:
         model=model_params,
         family=pool_family,

@@ -15,6 +15,21 @@ from pathlib import Path
 from hardex import devices
 from hardex.generation import load_generator
 from hardex.models import model_fingerprint, render_prompt, resolve_model
+from hardex.reward_hook import HookError
+
+#: failures a retry meets again: a reward hook's error is the user's code, not the node's or the memory's
+NOT_CURED_BY_RETRY = (HookError,)
+
+
+class NotRetried(RuntimeError):
+    """A retried attempt of a job whose earlier attempt failed in a way a retry meets again."""
+
+
+def retry_marker(log_path: Path) -> Path:
+    """Beside a job's log: an attempt's failure that a retry would meet again (NOT_CURED_BY_RETRY), its line first.
+    Snakemake retries every failure alike (a profile's `retries`), so a retried attempt reads it and stops at once
+    instead of training into the same error."""
+    return log_path.with_name(log_path.name + ".not-retried")
 
 
 @contextlib.contextmanager
@@ -29,14 +44,28 @@ def job_log(snakemake):
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     gpus = int(getattr(snakemake.resources, "gpu", 0) or 0)
+    # the rule's `attempt` resource, where it declares one: 1, then 2, 3 on Snakemake's retries
+    attempt, marker = int(getattr(snakemake.resources, "attempt", 1) or 1), retry_marker(path)
+    if attempt == 1:  # a new start of the workflow tries again: the user may have fixed it
+        marker.unlink(missing_ok=True)
+    earlier = marker.read_text().splitlines()[0] if marker.exists() else None
     with open(path, "w", buffering=1) as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
         logging.basicConfig(stream=fh, level=logging.INFO, force=True)
         t0 = time.time()
-        print(f"[hardex] rule {snakemake.rule} wildcards {dict(snakemake.wildcards)}", flush=True)
+        print(f"[hardex] rule {snakemake.rule} wildcards {dict(snakemake.wildcards)}"
+              + (f" attempt {attempt}" if attempt > 1 else ""), flush=True)
         try:
+            if earlier:
+                raise NotRetried(f"attempt {attempt} not run: {earlier}; a retry meets it again (its traceback: "
+                                 f"{marker}): fix it and start the workflow again")
             # the job's own GPUs before anything starts CUDA, usable and held to its share (hardex.devices.gpu_job)
             with devices.gpu_job(gpus, log=lambda line: print(line, flush=True)):
                 yield lambda *a: print(*a, flush=True)
+        except NOT_CURED_BY_RETRY as e:
+            traceback.print_exc(file=fh)
+            # Snakemake deletes a failed attempt's log before the next: the marker keeps the traceback
+            marker.write_text(f"attempt {attempt} failed: {e}\n{traceback.format_exc()}")
+            raise
         except BaseException:
             traceback.print_exc(file=fh)
             raise

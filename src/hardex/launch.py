@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from hardex.reward_hook import HookError
+
 #: grpo.distributed: the accelerate config of TRL's that each names, in order of how much of the training
 #: state each process keeps (hardex.memory_estimate reads the order)
 DISTRIBUTED_STRATEGIES = ("multi_gpu", "zero1", "zero2", "zero3", "fsdp1", "fsdp2")
@@ -81,12 +83,19 @@ def launch_command(spec_file: Path, processes: int, strategy: str, use_cpu: bool
             "--mixed_precision", mixed, *deepspeed, "-m", "hardex.train_worker", str(spec_file)]
 
 
+def hook_error_file(spec_file: Path) -> Path:
+    """Where a worker writes a reward hook's error (hardex.train_worker), for the job to raise it as its own."""
+    return spec_file.with_name(spec_file.name + ".hook-error")
+
+
 def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, log=print) -> None:
     """Write what the workers train (hardex.train_worker reads it) and run them to their end; their output
-    goes where this process's does (the job's log)."""
+    goes where this process's does (the job's log). A reward hook's error in a worker is raised here as the
+    HookError it was, so that the job does not retry it (hardex.job.NOT_CURED_BY_RETRY)."""
     import torch
 
     spec_file.write_text(json.dumps(spec))
+    hook_error_file(spec_file).unlink(missing_ok=True)
     cmd = launch_command(spec_file, processes, strategy, use_cpu=not torch.cuda.is_available(),
                          accumulation=spec["grpo"]["gradient_accumulation_steps"], precision=spec["grpo"]["precision"])
     log(f"training in {processes} processes ({strategy}): {' '.join(cmd)}")
@@ -100,5 +109,7 @@ def launch_training(spec: dict, spec_file: Path, processes: int, strategy: str, 
            "PYTHONPATH": os.pathsep.join([imported_from, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     # the launcher dies with the job, and each training process with the launcher (train_worker)
     done = subprocess.run(cmd, stdout=sys.stdout, stderr=sys.stderr, env=env, preexec_fn=die_with_parent)
+    if done.returncode != 0 and hook_error_file(spec_file).is_file():
+        raise HookError(hook_error_file(spec_file).read_text().strip())
     if done.returncode != 0:
         raise LaunchError(f"the {processes} training processes failed (exit {done.returncode}); their output is above")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from hardex.controls import RewardSpec
 from hardex.devices import hold_to_share
-from hardex.launch import die_with_parent
+from hardex.launch import die_with_parent, hook_error_file
+from hardex.reward_hook import HookError
 from hardex.training import fit
 
 
@@ -21,9 +22,13 @@ def main(spec_file: str) -> None:
     spec = json.loads(Path(spec_file).read_text())
     # the reward as data (a function being nothing a process can be handed), built as train_grpo builds it in one
     # process; a control's shuffled references came with the rows, a reward hook is loaded again by its spec
-    reward_fn = RewardSpec(**spec["reward"]).function(spec["seed"])
-    fit(spec["model_path"], spec["rows"], reward_fn, spec["grpo"], spec["seed"], Path(spec["ckpt_dir"]),
-        spec["resume"], spec["steps_total"], spec["trainer_args"])
+    try:
+        reward_fn = RewardSpec(**spec["reward"]).function(spec["seed"])
+        fit(spec["model_path"], spec["rows"], reward_fn, spec["grpo"], spec["seed"], Path(spec["ckpt_dir"]),
+            spec["resume"], spec["steps_total"], spec["trainer_args"])
+    except HookError as e:  # the job raises it as its own (hardex.launch), not as the launcher's exit status
+        hook_error_file(Path(spec_file)).write_text(f"{e}\n")
+        raise
     # every rank is past training's last collective: end the process group while the interpreter is whole.
     # Left to interpreter exit, gloo's worker threads die with it and a rank can abort (SIGABRT, "terminate
     # called without an active exception") after a finished run, failing the job (accelerate's end_training

@@ -17,6 +17,7 @@ import pytest
 
 from hardex.config import ConfigError, check_config
 from hardex.controls import RandomReward, RewardSpec, run_reward
+from hardex.launch import hook_error_file
 from hardex.reward_hook import HookError, check_hook, hook_reward, hook_settings, load_hook, resolved
 from hardex.settings import probe_settings, run_grpo_settings
 from hardex.tasks import get_task
@@ -302,6 +303,25 @@ def test_the_hooks_reward_reaches_the_trainer(tmp_path, tiny_model, grpo):
     # TRL's logged reward of each step is the mean of what the hook paid its completions, times the scale
     expected = [2.0 * sum(c["reward"] for c in seen[i:i + per_step]) / per_step for i in range(0, len(seen), per_step)]
     assert steps["reward_mean"].to_list() == pytest.approx(expected)
+
+
+def test_a_worker_process_hands_a_hooks_error_to_the_job(tmp_path, tiny_model, grpo):
+    """A hook's error in one of a run's processes reaches the job as the hook's line (hardex.launch raises it as a
+    HookError, which the job does not retry: hardex.job), not as the launcher's exit status."""
+    (tmp_path / "raising.py").write_text("def reward(completion, answer, prompt):\n    raise KeyError('no score')\n")
+    ckpt = tmp_path / "run" / "checkpoints"
+    ckpt.mkdir(parents=True)
+    hook = resolved("raising.py:reward", root=tmp_path)
+    job = {"model_path": str(tiny_model), "rows": rows(), "grpo": {**grpo, "precision": "fp32"}, "seed": 0,
+           "ckpt_dir": str(ckpt), "resume": None, "steps_total": 2, "trainer_args": {"report_to": []},
+           "reward": {"family": "swaps", "scoring": "lenient", "scale": 1.0, "control": None, "hook": hook}}
+    (tmp_path / "launch.json").write_text(json.dumps(job))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "CUDA_VISIBLE_DEVICES": ""}
+    res = subprocess.run([sys.executable, "-m", "hardex.train_worker", str(tmp_path / "launch.json")], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert res.returncode != 0
+    assert hook_error_file(tmp_path / "launch.json").read_text().startswith(
+        f"reward hook {hook} raised KeyError: 'no score' when called with completion"), res.stderr[-3000:]
 
 
 def test_a_worker_process_loads_the_hook_again_by_its_spec(tmp_path, tiny_model, grpo):

@@ -96,3 +96,45 @@ def test_a_hook_reruns_the_runs_it_pays_and_an_edit_of_its_file_trains_again(smo
     assert planned(smoke_copy, target) == set()
     hook.write_text(HOOK.replace("else 0.0", "else 0.5"))  # an edit of the hook: the run trains again
     assert job("train", "hard") in planned(smoke_copy, target)
+
+
+FAILING_HOOK = '''import os
+
+
+def reward(completion, answer, prompt):
+    """A user's bug planning cannot see: its trial completions are paid, a model's own ones raise."""
+    if completion in ("", "I do not know.") or completion.startswith("The answer is \\\\boxed{"):
+        return 0.0
+    with open(__file__ + ".raised", "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+    raise KeyError("no score for this completion")
+'''
+
+
+def test_a_hook_error_in_training_names_the_hook_and_a_retry_does_not_train_again(smoke_copy):
+    """A hook that passes planning's trial calls and raises on the model's completions fails its train job with
+    a line naming the hook; the retries a Slurm profile asks for (retries: 2) fail at once, naming the first
+    attempt's error, instead of training again into the same error (hours of GPU queue each)."""
+    hook = smoke_copy / "hooks" / "fails.py"
+    hook.parent.mkdir()
+    hook.write_text(FAILING_HOOK)
+    cfg = yaml.safe_load((smoke_copy / "config.yaml").read_text())
+    write_config(smoke_copy, with_task_keys(cfg, reward=f"{hook}:reward"))
+    res = snakemake(smoke_copy, "--cores", "2", "--retries", "2", "results/train/tiny/swaps/hard/seed0/steps.parquet",
+                    forked=True)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out[-3000:]
+    assert out.count("Trying to restart job") == 2, out[-3000:]  # Snakemake's retries happen
+    trained = set((hook.parent / "fails.py.raised").read_text().split())
+    assert len(trained) == 1, out[-3000:]  # ... and only the first attempt trained and met the error
+    error = f"reward hook {hook}:reward raised KeyError: 'no score for this completion' when called with completion"
+    # the last attempt's log (Snakemake deletes a failed attempt's log before the next) names the first's error
+    log = (smoke_copy / "logs/train/tiny/swaps/hard/seed0.log").read_text()
+    retried = [line for line in log.splitlines() if line.startswith("hardex.job.NotRetried: ")]
+    assert len(retried) == 1 and retried[0].startswith(
+        f"hardex.job.NotRetried: attempt 3 not run: attempt 1 failed: {error}"), log[-3000:]
+    marker = smoke_copy / "logs/train/tiny/swaps/hard/seed0.log.not-retried"
+    assert "Traceback" in marker.read_text() and f"HookError: {error}" in marker.read_text()
+    # a new start of the workflow tries again (the user may have fixed what the hook needed outside its file)
+    res = snakemake(smoke_copy, "--cores", "2", "results/train/tiny/swaps/hard/seed0/steps.parquet", forked=True)
+    assert res.returncode != 0 and len(set((hook.parent / "fails.py.raised").read_text().split())) == 2
