@@ -150,7 +150,15 @@ def check_model_source(key: str, entry: dict) -> None:
     if not local.exists() and is_hub_id(path):
         from huggingface_hub import constants, try_to_load_from_cache
 
-        if constants.HF_HUB_OFFLINE and not isinstance(try_to_load_from_cache(path, "config.json"), str):
+        cached = isinstance(try_to_load_from_cache(path, "config.json"), str)
+        # models/qwen where ./models is a folder: a local model written without ./ (or misspelt), which its
+        # first job would look for on the hub, hours later
+        if not cached and "/" in path and Path(local.parts[0]).is_dir():
+            raise ModelError(f"{key}.path: {path!r} is no directory in the working directory ({Path.cwd()}, where "
+                             f"{local.parts[0]}/ is one) nor a hub model in the cache; give the model directory's "
+                             f"path (./ first is never read as a hub id), or for the hub model fill the cache "
+                             f"(hf download {path})")
+        if constants.HF_HUB_OFFLINE and not cached:
             raise ModelError(f"{key}.path: hub model {path!r} is not in the cache ({constants.HF_HUB_CACHE}) and "
                              f"HF_HUB_OFFLINE is set; fill the cache where there is network "
                              f"(hf download {path}) or, for a local directory, give its path from the working "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import snakemake, write_config
+from tests.support import snakemake, stub_hub_cache, write_config
 
 
 def gguf_config(tmp_path, smoke_config, **entry) -> None:
@@ -29,6 +29,23 @@ def test_a_model_no_job_could_load_stops_the_dry_run(tmp_path, smoke_config, mon
     lines = [line for line in (res.stdout + res.stderr).splitlines() if "hardex: config error" in line]
     assert len(lines) == 1 and lines[0].startswith(f"hardex: config error: {message}"), lines
     assert "Traceback" not in res.stdout + res.stderr
+
+
+def test_a_local_model_folder_written_without_dot_slash_is_not_left_to_the_hub(tmp_path, smoke_config):
+    """models/smol where ./models is a folder but holds no smol: online, planning used to pass it as a hub id and
+    its first job failed hours later ("the hub has no model of that name"). A hub model in the cache passes."""
+    (tmp_path / "models").mkdir()
+    gguf_config(tmp_path, smoke_config, path="models/smol")
+    online = {"HF_HUB_OFFLINE": "0", "HF_HUB_CACHE": str(tmp_path / "hf")}  # an empty cache
+    res = snakemake(tmp_path, "-n", "--cores", "1", env=online)
+    lines = [line for line in (res.stdout + res.stderr).splitlines() if "hardex: config error" in line]
+    assert res.returncode != 0 and lines == [
+        f"hardex: config error: models.smol.path: 'models/smol' is no directory in the working directory ({tmp_path}, "
+        f"where models/ is one) nor a hub model in the cache; give the model directory's path (./ first is never "
+        f"read as a hub id), or for the hub model fill the cache (hf download models/smol)"], res.stderr[-3000:]
+    stub_hub_cache(tmp_path / "hf", ["models/smol"])
+    res = snakemake(tmp_path, "-n", "--cores", "1", env=online)
+    assert "models.smol.path" not in res.stdout + res.stderr
 
 
 def job_counts(res) -> dict[str, int]:
