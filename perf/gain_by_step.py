@@ -26,7 +26,7 @@ def main() -> None:
     import yaml
 
     from hardex.report.loading import load_results
-    from hardex.report.statistics import t_interval
+    from hardex.statistics import t_interval
     from hardex.report.runs import accuracy_curves
 
     cfg = yaml.safe_load(Path(args.config).read_text())

@@ -60,7 +60,8 @@ def main() -> None:
     from hardex.generation.decode_attention import sdpa_kept
     from hardex.shared_prefix import shared_prompt_logps
     from hardex.settings import grpo_settings
-    from hardex.training import train_grpo, training_precision
+    from hardex.precision import training_precision
+    from hardex.training import train_grpo
 
     torch.set_num_threads(args.threads)
     model = built_model(args.model)

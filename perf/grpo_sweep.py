@@ -45,7 +45,7 @@ def main() -> None:
     import torch
     import yaml
 
-    from hardex.report.statistics import bootstrap_mean_interval
+    from hardex.statistics import bootstrap_mean_interval
     from hardex.config import check_config
     from hardex.controls import task_reward
     from hardex.evaluation import evaluate_examples

@@ -45,7 +45,7 @@ def slope_interval(steps, rewards, level: float = 0.95) -> tuple[float, float, f
     """OLS slope of reward on step, in reward per 100 steps, with its t-interval."""
     import numpy as np
 
-    from hardex.report.statistics import t_ppf
+    from hardex.statistics import t_ppf
 
     x, y = np.asarray(steps, dtype=float), np.asarray(rewards, dtype=float)
     xc = x - x.mean()
@@ -70,7 +70,7 @@ def main() -> None:
     import numpy as np
     import polars as pl
 
-    from hardex.report.statistics import t_interval
+    from hardex.statistics import t_interval
 
     steps = (pl.concat([pl.read_parquet(f).select("step", "reward_mean") for f in args.steps_file])
              .group_by("step").agg(pl.col("reward_mean").mean()).sort("step"))

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from scipy import integrate, optimize, special, stats
 
-from hardex.report.statistics import holm, paired_t_power, seeds_needed as library_seeds_needed
+from hardex.statistics import holm, paired_t_power, seeds_needed as library_seeds_needed
 from hardex.selection import RunName
 
 ALPHA, POWER, MAX_SEEDS = 0.05, 0.8, 1000

@@ -519,7 +519,7 @@ REPORT = config["report"]
 # a reference that does not exist is a config mistake: stop before any job is planned
 REFERENCE_FILE = report_plan.reference_files_or_exit(config)
 # every table, figure and the regression of the config's report (the sequential design's verdicts too)
-REPORT_TARGETS = report_plan.report_targets(config, TABLES)
+REPORT_TARGETS = report_plan.report_targets(config)
 
 BASE_FILES = every(layout.EVAL_BASE)
 PROBE_FILES = every(layout.PROBE)

@@ -142,7 +142,7 @@ def _standin(work: Path, architecture: str) -> Path:
 
 
 def _grpo(**changes) -> dict:
-    from hardex.settings import schema_defaults
+    from hardex.schema import schema_defaults
 
     return {**schema_defaults("grpo"), **SMOKE_GRPO, "lora": schema_defaults("grpo", "lora"), **changes}
 

@@ -26,10 +26,11 @@ from hardex.models import ModelError
 from hardex.precision import BF16_CAPABILITY, bf16_refusal
 from hardex.reward_hook import HookError, check_hook, check_returns, trial_calls
 from hardex.schedule import completions_per_step, past_horizon, run_steps
+from hardex.schema import SCHEMA
 from hardex.selection import (BASE_SPLIT_STRATEGIES, BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, CONTROLS, STRATEGIES,
                               RunName, SelectionError, check_band, subset_size, tier_values)
 from hardex.sequential import BASE_RUN
-from hardex.settings import (GENERATED_FAMILIES, SCHEMA, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
+from hardex.settings import (GENERATED_FAMILIES, SYNTHETIC_FAMILIES, boundary_strategies, decodings, grpo_settings,
                              known_split_size, model_tasks, peek_local_file, run_strategies, seed_design, split_files,
                              split_spec)
 from hardex.tasks import STRICT_FAMILIES, DataError, get_task, template_error

@@ -4,8 +4,7 @@ place of full fine-tuning, a smaller token budget, 16-bit weights), with its num
 else two changes together; else how much memory the job needs at least.
 
 The advice searches by asking the job for its estimate under each change (PlannedJob) and imports none of the
-estimates' arithmetic (hardex.memory_estimate): memory_plan -> memory_advice -> memory_estimate -> model_shape
--> architectures would pass tests/unit/test_architecture.py's cap on import chains.
+estimates' arithmetic (hardex.memory_estimate): what it reads of a job and of an estimate are the Protocols below.
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ def estimate_train(arch: dict | None, *, dtype: str, finetune: str, lora: dict, 
     processes) sequences of prompt_tokens + max_completion_length tokens (activations and the log-prob
     head). The weights, adapters, optimizer state and reference model are held through both.
 
-    `dtype` is what the policy loads in (hardex.training.policy_dtype): float32 for a full fine-tune, whose
+    `dtype` is what the policy loads in (hardex.precision.policy_dtype): float32 for a full fine-tune, whose
     small updates would vanish in bfloat16, bfloat16 under a LoRA adapter's frozen base. Activations, KV
     cache and logits are counted in it too: under bf16 autocast the matmuls' outputs are bfloat16 but the
     residual stream, the norms and the rotated keys follow float32 weights, so float32 is an upper bound.

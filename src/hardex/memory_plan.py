@@ -84,7 +84,7 @@ def plan(cfg: dict) -> list[JobPlan]:
     for model, entry in cfg["models"].items():
         arch, source = model_architecture(entry)
         parameters = int(round(float(entry.get("size_b") or 0) * 1e9))
-        # what each job loads, whatever the model's dtype: training (hardex.training.policy_dtype) float32 for a
+        # what each job loads, whatever the model's dtype: training (hardex.precision.policy_dtype) float32 for a
         # full fine-tune and under grpo.precision fp32, else bfloat16 on a GPU, and float32 on a CPU (an upper
         # bound); the transformers generator (generation.hf.pick_dtype) reads auto as bfloat16 on a GPU and as
         # the CPU's precision on a CPU (bfloat16 where it has it in hardware: this machine's, where CPU jobs run);

@@ -14,7 +14,7 @@ from hardex.generation.sampling import SAMPLE_ROWS
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
-#: padded tokens per rollout batch of the train job: hardex.training.rollout_generator's default (train_grpo
+#: padded tokens per rollout batch of the train job: hardex.rollouts.rollout_generator's default (train_grpo
 #: passes no budget, so generation.token_budget does not reach it; a test checks the two agree)
 ROLLOUT_TOKEN_BUDGET = 262144
 #: prompts per batch of the rollout generator (HFGenerator's default; rollout_generator passes none)

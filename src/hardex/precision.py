@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 #: the lowest compute capability with bfloat16 in hardware
 BF16_CAPABILITY = (8, 0)
@@ -115,3 +116,23 @@ def torch_dtype(precision: str):
     import torch
 
     return getattr(torch, DTYPE_NAMES[precision])
+
+
+def training_precision(grpo: dict[str, Any], use_cpu: bool) -> str:
+    """grpo.precision resolved for this machine (resolve_precision): `auto` is bf16 on a GPU of
+    compute capability 8.0 or above and on a CPU with hardware bfloat16, fp32 elsewhere; bf16 on an older GPU
+    is refused (PrecisionError)."""
+    return resolve_precision(grpo["precision"], use_cpu)
+
+
+def policy_dtype(grpo: dict[str, Any], use_cpu: bool):
+    """The dtype the policy's weights load in. The weights the optimizer updates (full fine-tuning) are float32
+    under any precision, on a CPU as on a GPU: torch's AdamW keeps no float32 copy of a 16-bit weight, and
+    its small steps would vanish in bfloat16's 8 bits (or overflow fp16's loss scaling); autocast computes
+    in 16 bits all the same. LoRA's frozen base loads in the precision's dtype (bfloat16, float16 or float32);
+    its adapters are float32 (PEFT's default, restored after TRL's cast for a quantized base: _trainer_class)."""
+    import torch
+
+    if grpo["finetune"] == "full":
+        return torch.float32
+    return torch_dtype(training_precision(grpo, use_cpu))

@@ -8,9 +8,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hardex.generation.hf import HFGenerator
 from hardex.generation.sampling import Sampling
+from hardex.generation.vllm_backend import VLLMGenerator
 from hardex.io import settings_hash
 from hardex.models import encode_prompt
+from hardex.precision import DTYPE_NAMES, training_precision
 
 
 class HardexRollouts:
@@ -18,7 +21,7 @@ class HardexRollouts:
     transformers backend probing and evaluation use (`grpo.rollouts: hardex`; one prefill per prompt,
     finished rows leave the batch), or a vLLM engine in this process whose weights are replaced by the
     policy's before each step (`grpo.rollouts: vllm`; engine settings from `generation.vllm`).
-    `open_generator(model, tokenizer)` opens that generator at the first step (hardex.training.rollout_generator).
+    `open_generator(model, tokenizer)` opens that generator at the first step (`rollout_generator`).
 
     TRL hands over each prompt num_generations times in a row; each distinct prompt is encoded once
     and sampled num_generations times. Sample streams are keyed by (run seed, step, round, position),
@@ -150,3 +153,24 @@ def policy_weights(model):
                 yield name.replace(".base_layer.", "."), weight.detach()
             else:
                 yield name, param.detach()
+
+
+def rollout_generator(grpo: dict[str, Any], seed: int, token_budget: int = 262144) -> Callable[[Any, Any], Any]:
+    """How hardex's rollouts (hardex.rollouts) open their generator at their first step, given the policy and its
+    tokenizer: an in-process vLLM engine (`grpo.rollouts: vllm`; engine settings from `generation.vllm`), or the
+    transformers generator over the policy's own weights, its batches under `token_budget` padded tokens
+    (hardex.model_shape.ROLLOUT_TOKEN_BUDGET plans with it)."""
+
+    def open_generator(model, tokenizer):
+        if grpo["rollouts"] == "vllm":
+            # the engine samples in the precision the policy computes in (its weights may be float32 master copies)
+            dtype = DTYPE_NAMES[training_precision(grpo, use_cpu=next(model.parameters()).device.type == "cpu")]
+            return VLLMGenerator(str(model.name_or_path), dtype=dtype, seed=seed, progress=False, in_process=True,
+                                 tokenizer=tokenizer, **grpo["vllm"])
+        # it samples the weights as they are (float32 under full fine-tuning, as on a CPU): their dtype sizes the
+        # KV cache its token budget is checked against
+        dtype = str(next(p.dtype for p in model.parameters() if p.is_floating_point())).removeprefix("torch.")
+        return HFGenerator(str(model.name_or_path), model=model, tokenizer=tokenizer, dtype=dtype,
+                           token_budget=token_budget, progress=False, decode=grpo.get("decode", "auto"))
+
+    return open_generator

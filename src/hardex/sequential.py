@@ -14,7 +14,7 @@ Haybittle-Peto's last look keeps 0.044: an early stop still needs a large effect
 about 1.5 standard deviations), and a study that runs to its end loses little.
 
 Within a look the comparisons still open are one family, Holm-adjusted at alpha_k: the p's of a zero
-difference, and separately the equivalence p's (`report.statistics.t_test_p`), as `report.tables.
+difference, and separately the equivalence p's (`statistics.t_test_p`), as `report.pairwise.
 pair_verdict` does. A comparison decided at a look keeps its verdict and gets no more seeds.
 """
 
@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Hashable, Mapping
 
-from hardex.report.statistics import DIFFERS, holm, t_test_p
+from hardex.statistics import DIFFERS, holm, t_test_p
 
 BASE_RUN = "base"  # the base model: it never trains, so it needs no seeds
 

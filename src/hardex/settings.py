@@ -16,7 +16,6 @@ import functools
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from hardex.io import file_sha256
 from hardex.learnability import sampling_mismatch
@@ -29,23 +28,6 @@ from hardex.tasks.rows import DataError, read_local
 SYNTHETIC_FAMILIES = ("arith", "swaps", "addition")  # hardex's own generators (n, seed, difficulty)
 #: families whose splits are generated here, nothing read or downloaded: a split's size is the config's n
 GENERATED_FAMILIES = (*SYNTHETIC_FAMILIES, "reasoning_gym")
-#: the config's JSON schema: its keys, what each allows and its defaults (hardex.config validates against it);
-#: package data beside this module, so that an installed hardex carries it
-SCHEMA = Path(__file__).resolve().parent / "config.schema.yaml"
-
-
-def schema_defaults(*keys: str) -> dict[str, Any]:
-    """The schema's defaults of the block at `keys` (e.g. "probe", "adaptive"): the one place they are
-    written, for callers of the library that pass a block without going through the config check."""
-    schema = yaml.safe_load(SCHEMA.read_text())
-    node = schema
-    for key in keys:
-        node = node["properties"][key]
-        if "$ref" in node:  # "#/$defs/grpo"
-            node = schema["$defs"][node["$ref"].rsplit("/", 1)[-1]]
-    return {k: v["default"] for k, v in node["properties"].items() if "default" in v}
-
-
 def _merge(base: dict, override: dict | None) -> dict:
     out = copy.deepcopy(base)
     for k, v in (override or {}).items():

@@ -26,14 +26,13 @@ import polars as pl
 from hardex import vllm_server
 from hardex.checkpoints import STEP_RECORD, publish, resume_point, step_recorder
 from hardex.devices import cuda_available
-from hardex.generation.hf import HFGenerator
-from hardex.generation.vllm_backend import VLLMGenerator, require_vllm
+from hardex.generation.vllm_backend import require_vllm
 from hardex.io import checkpoint_steps
 from hardex.launch import launch_training
 from hardex.models import encode_prompt
-from hardex.precision import DTYPE_NAMES, resolve_precision, torch_dtype
+from hardex.precision import policy_dtype, torch_dtype, training_precision
 from hardex.quantization import quantization_config
-from hardex.rollouts import HardexRollouts
+from hardex.rollouts import HardexRollouts, rollout_generator
 from hardex.schedule import completions_per_step, past_horizon, run_steps, schedule_horizon
 from hardex.shared_prefix import shared_prompt_logps
 from hardex.tracking import tracker_args
@@ -171,26 +170,6 @@ SAME_NAME_IN_TRL = ("gradient_accumulation_steps", "num_generations", "learning_
                     "scale_rewards", "epsilon", "gradient_checkpointing", "save_steps")
 
 
-def training_precision(grpo: dict[str, Any], use_cpu: bool) -> str:
-    """grpo.precision resolved for this machine (hardex.precision.resolve_precision): `auto` is bf16 on a GPU of
-    compute capability 8.0 or above and on a CPU with hardware bfloat16, fp32 elsewhere; bf16 on an older GPU
-    is refused (PrecisionError)."""
-    return resolve_precision(grpo["precision"], use_cpu)
-
-
-def policy_dtype(grpo: dict[str, Any], use_cpu: bool):
-    """The dtype the policy's weights load in. The weights the optimizer updates (full fine-tuning) are float32
-    under any precision, on a CPU as on a GPU: torch's AdamW keeps no float32 copy of a 16-bit weight, and
-    its small steps would vanish in bfloat16's 8 bits (or overflow fp16's loss scaling); autocast computes
-    in 16 bits all the same. LoRA's frozen base loads in the precision's dtype (bfloat16, float16 or float32);
-    its adapters are float32 (PEFT's default, restored after TRL's cast for a quantized base: _trainer_class)."""
-    import torch
-
-    if grpo["finetune"] == "full":
-        return torch.float32
-    return torch_dtype(training_precision(grpo, use_cpu))
-
-
 def grpo_args(grpo: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: int, extra: dict | None = None):
     """The GRPOConfig for the config's grpo settings and a run of `steps` steps: every field explicit.
     `extra`: the tracker's arguments (hardex.tracking) and a vLLM server's (hardex.vllm_server); no tracker
@@ -221,28 +200,6 @@ def grpo_args(grpo: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: 
         disable_tqdm=False,
         dataloader_num_workers=0,
     )
-
-
-def rollout_generator(grpo: dict[str, Any], seed: int, token_budget: int = 262144) -> Callable[[Any, Any], Any]:
-    """How hardex's rollouts (hardex.rollouts) open their generator at their first step, given the policy and its
-    tokenizer: an in-process vLLM engine (`grpo.rollouts: vllm`; engine settings from `generation.vllm`), or the
-    transformers generator over the policy's own weights, its batches under `token_budget` padded tokens
-    (hardex.model_shape.ROLLOUT_TOKEN_BUDGET plans with it). Kept here rather than in hardex.rollouts, so that the
-    generators' imports stay within four modules of hardex.train_worker (tests/unit/test_architecture.py)."""
-
-    def open_generator(model, tokenizer):
-        if grpo["rollouts"] == "vllm":
-            # the engine samples in the precision the policy computes in (its weights may be float32 master copies)
-            dtype = DTYPE_NAMES[training_precision(grpo, use_cpu=next(model.parameters()).device.type == "cpu")]
-            return VLLMGenerator(str(model.name_or_path), dtype=dtype, seed=seed, progress=False, in_process=True,
-                                 tokenizer=tokenizer, **grpo["vllm"])
-        # it samples the weights as they are (float32 under full fine-tuning, as on a CPU): their dtype sizes the
-        # KV cache its token budget is checked against
-        dtype = str(next(p.dtype for p in model.parameters() if p.is_floating_point())).removeprefix("torch.")
-        return HFGenerator(str(model.name_or_path), model=model, tokenizer=tokenizer, dtype=dtype,
-                           token_budget=token_budget, progress=False, decode=grpo.get("decode", "auto"))
-
-    return open_generator
 
 
 def trl_rollout_counts(grpo: dict[str, Any]) -> Callable[[], dict[str, Any]]:

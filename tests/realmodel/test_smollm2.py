@@ -59,7 +59,8 @@ def test_the_completion_mask_keeps_im_end_and_drops_the_padding_after_it(smollm2
     from hardex.config import check_config
     from hardex.rollouts import HardexRollouts
     from hardex.settings import grpo_settings
-    from hardex.training import _trainer_class, grpo_args, rollout_generator
+    from hardex.rollouts import rollout_generator
+    from hardex.training import _trainer_class, grpo_args
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     assert tok.pad_token_id == tok.eos_token_id

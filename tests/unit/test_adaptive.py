@@ -15,7 +15,7 @@ from hardex.adaptive import (
     probe_pool_adaptive,
     rate_interval,
 )
-from hardex.settings import schema_defaults
+from hardex.schema import schema_defaults
 from hardex.probing import probe_pool
 from hardex.selection import select
 

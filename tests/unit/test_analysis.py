@@ -13,7 +13,8 @@ import pytest
 from hardex import metrics
 from hardex import report
 from hardex import selection
-from hardex.report import loading, reference, render, statistics, tables
+from hardex import statistics
+from hardex.report import loading, reference, render, tables
 from hardex.report.breakdowns import base_split_table, ood_table, tier_table
 from hardex.report.gains import gain_table, learnable_table
 from hardex.report.pool import pool_distribution, subset_pass_rates

@@ -12,7 +12,8 @@ import pytest
 
 from hardex.generation import Sampling
 from hardex.generation.hf import HFGenerator, pick_dtype
-from hardex.training import grpo_args, training_precision
+from hardex.precision import training_precision
+from hardex.training import grpo_args
 
 
 @pytest.mark.parametrize("hardware, expected", [("1", "bfloat16"), ("0", "float32")])
@@ -74,7 +75,7 @@ def test_the_bfloat16_step_computes_the_loss_and_gradients_of_the_float32_step(t
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl.trainer.utils import selective_log_softmax
 
-    from hardex.training import policy_dtype
+    from hardex.precision import policy_dtype
 
     monkeypatch.setenv("HARDEX_CPU_BFLOAT16", "1")
     tok = AutoTokenizer.from_pretrained(tiny_model)

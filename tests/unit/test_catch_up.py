@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from hardex.report.catch_up import NO_GAIN, NOT_SHOWN, catch_up_table, equivalence_verdict, tier_curves
-from hardex.report.statistics import seed_difference, t_interval, t_ppf
+from hardex.statistics import seed_difference, t_interval, t_ppf
 
 N_PER_TIER = 10
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from hardex.config import ConfigError, check_config
-from hardex.settings import SCHEMA
+from hardex.schema import SCHEMA
 from tests.support import ROOT, with_key
 
 HUB = ROOT / "tests" / "fixtures" / "hub"

@@ -282,7 +282,7 @@ def test_gain_beyond_a_control_is_paired_by_seed_with_a_t_interval():
     assert out["strategy"].to_list() == ["hard", "hard_format", "random"]  # control runs are rows too
     hard = out.row(0, named=True)
     assert hard["beyond_format"] == pytest.approx(25.0)  # gains 30, 40 against 10, 10 (seed 2 has no pair)
-    from hardex.report.statistics import t_interval
+    from hardex.statistics import t_interval
     assert (hard["beyond_format_ci_low"], hard["beyond_format_ci_high"]) == pytest.approx(t_interval([20.0, 30.0]))
     for row in out.rows(named=True)[1:]:  # the control's own row, and a strategy whose control did not run
         assert row["beyond_format"] is None and row["beyond_format_ci_low"] is None

@@ -262,7 +262,7 @@ def test_an_unknown_architecture_falls_back_to_size_b(checked):
 
 
 def test_the_rollout_budget_is_the_trainers():
-    from hardex.training import rollout_generator
+    from hardex.rollouts import rollout_generator
 
     assert inspect.signature(rollout_generator).parameters["token_budget"].default == ROLLOUT_TOKEN_BUDGET
 
@@ -375,7 +375,7 @@ def test_hardex_rollouts_of_several_processes_batch_only_their_own_prompts():
 
 
 def test_a_full_fine_tune_on_a_gpu_is_planned_in_float32_and_lora_over_bfloat16(checked):
-    # hardex.training.policy_dtype: a full fine-tune loads float32 weights on a GPU as on a CPU (bf16 autocast);
+    # hardex.precision.policy_dtype: a full fine-tune loads float32 weights on a GPU as on a CPU (bf16 autocast);
     # its gradients, AdamW's moments and TRL's reference model follow the weights' dtype
     model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
     n = count_parameters(QWEN3_4B)
@@ -396,7 +396,7 @@ def test_the_plans_train_dtype_is_the_one_training_loads(checked, finetune, prec
     import torch
 
     from hardex.settings import grpo_settings
-    from hardex.training import policy_dtype
+    from hardex.precision import policy_dtype
 
     model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
     cfg = checked(hub_model_config(model, finetune=finetune, precision=precision), gpu=1, gpu_memory_gb=141)

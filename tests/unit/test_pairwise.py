@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from hardex.report import statistics, tables
+from hardex import statistics
+from hardex.report import tables
 from hardex.report.pairwise import pairwise_table
 from hardex.report.runs import run_summary
 from tests.unit.test_controls import results

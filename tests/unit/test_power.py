@@ -1,5 +1,5 @@
 """Intervals over seeds and test questions together, and how many seeds a difference needs
-(hardex.report.statistics, the power table of hardex.report.tables), on simulated designs and on
+(hardex.statistics, the power table of hardex.report.tables), on simulated designs and on
 result frames built by hand."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import pytest
 from scipy import stats
 
 from hardex.config import ConfigError, check_config
-from hardex.report import loading, render, statistics, tables
+from hardex import statistics
+from hardex.report import loading, render, tables
 from hardex.report.power import POWER_KINDS, pooled_sd, power_table
 from hardex.report.runs import run_summary
 

@@ -200,7 +200,7 @@ def test_full_fine_tuning_keeps_float32_weights_on_a_gpu_as_on_a_cpu(card):
     frozen base loads in the precision's own 16 bits (fp16 no longer loads bfloat16)."""
     import torch
 
-    from hardex.training import policy_dtype
+    from hardex.precision import policy_dtype
 
     card(AMPERE)
     for use_cpu in (False, True):
@@ -217,7 +217,7 @@ def test_adamw_moves_every_weight_of_a_full_fine_tune_at_the_presets_learning_ra
     (in bfloat16, the old GPU dtype, about none does: the steps are far below bfloat16's spacing)."""
     import torch
 
-    from hardex.training import policy_dtype
+    from hardex.precision import policy_dtype
 
     card(AMPERE)
     torch.manual_seed(0)

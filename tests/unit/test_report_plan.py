@@ -52,15 +52,15 @@ def test_the_report_targets_are_every_table_the_regression_and_every_figure_in_e
     tables = [f"results/tables/{n}.{ext}" for n in [*TABLES, "compute"] for ext in ("md", "csv", "tex", "html")]
     figures = [f"results/figures/{n}.{ext}" for n in EVERY_RUN for ext in ("png", "svg")]
     recommend = [f"results/tables/recommend.{ext}" for ext in ("md", "csv", "tex", "html")]
-    assert plan.report_targets(cfg, TABLES) == tables + ["results/regression.json"] + figures + recommend
+    assert plan.report_targets(cfg) == tables + ["results/regression.json"] + figures + recommend
     assert plan.figure_formats(cfg) == ["svg"]
     # the schema's default: PNG (for the HTML report) and PDF
     assert plan.figure_formats(checked()) == ["pdf"]
 
 
 def test_a_sequential_design_adds_its_verdict_table_to_the_targets():
-    fixed = plan.report_targets(checked(), TABLES)
-    design = plan.report_targets(checked(seeds={"first": 2, "batch": 1, "max": 3}), TABLES)
+    fixed = plan.report_targets(checked())
+    design = plan.report_targets(checked(seeds={"first": 2, "batch": 1, "max": 3}))
     assert design == fixed + [f"results/tables/sequential.{ext}" for ext in TABLE_FORMATS]
 
 

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from hardex import sequential
-from hardex.report import statistics
+from hardex import statistics
 from hardex.report.pairwise import pair_verdict
 from hardex.sequential import Design, LookTest, Verdict, decide, design_of, runs_needing_seeds, spent_alpha
 

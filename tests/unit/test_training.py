@@ -73,7 +73,7 @@ def test_gradient_accumulation_makes_the_same_updates_in_smaller_batches(tmp_pat
     from safetensors.torch import load_file
 
     reward = lambda c, a, p: float(len(c) % 2 == 0)  # noqa: E731 - varies within groups: real gradients
-    # in float32: under bf16 autocast the two batch shapes round differently (hardex.training.policy_dtype)
+    # in float32: under bf16 autocast the two batch shapes round differently (hardex.precision.policy_dtype)
     g = {**grpo, "max_steps": 2, "save_steps": 2, "beta": 0.0, "precision": "fp32"}
     _, one_batch, d1 = run(tmp_path, tiny_model, g, reward, name="accum1")
     _, two_batches, d2 = run(tmp_path, tiny_model, {**g, "gradient_accumulation_steps": 2}, reward, name="accum2")

@@ -102,7 +102,7 @@ def test_server_rollouts_with_lora_train_only_where_the_sync_keeps_the_base(smok
     import torch
 
     from hardex.config import ConfigError
-    from hardex.training import policy_dtype
+    from hardex.precision import policy_dtype
 
     refused = []
     for precision in ("auto", "bf16", "fp16", "fp32"):

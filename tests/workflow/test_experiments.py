@@ -11,7 +11,8 @@ import polars as pl
 import pytest
 import yaml
 
-from hardex.settings import SCHEMA, run_strategies
+from hardex.schema import SCHEMA
+from hardex.settings import run_strategies
 from tests.support import BUILT_CONFIG, ROOT, snakemake, stub_hub_cache, write_config
 
 EXPERIMENTS = ROOT / "experiments"

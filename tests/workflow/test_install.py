@@ -25,7 +25,7 @@ assert not [m for m in sys.modules if m.startswith("hardex.rehearsal")], "hardex
 import hardex
 
 assert Path(hardex.__file__).resolve().is_relative_to(site), f"hardex imported from {hardex.__file__}, not {site}"
-from hardex.settings import SCHEMA, schema_defaults
+from hardex.schema import SCHEMA, schema_defaults
 
 assert SCHEMA.resolve().is_relative_to(site), f"the schema is read from {SCHEMA}, not the installed package"
 assert schema_defaults("grpo")["num_generations"] > 1

@@ -35,7 +35,8 @@ from hardex.forkserver import run_snakemake
 from hardex.rehearsal.samples import sample_split
 from hardex.schedule import completions_per_step
 from hardex.selection import RunName
-from hardex.settings import GENERATED_FAMILIES, schema_defaults
+from hardex.schema import schema_defaults
+from hardex.settings import GENERATED_FAMILIES
 from hardex.tasks.seeded import PREFIX as SCORING_PREFIX
 
 #: rows per split in a rehearsal: a pool large enough that a 10 % budget selects a step's prompts

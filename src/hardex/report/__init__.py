@@ -9,7 +9,7 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
   (the in-distribution test set); every other benchmark of a task counts as out-of-distribution;
 - a 95 % interval (the level is a parameter) is a t-interval across seeds when a cell has several
   seeds, and a paired bootstrap over test examples when it has one; Table 1 also gives one over seeds
-  and test questions together (`gain_sq`, `statistics.seeds_and_questions_interval`), and the power
+  and test questions together (`gain_sq`, `hardex.statistics.seeds_and_questions_interval`), and the power
   table the seeds each difference needs (docs/power.md);
 - a verdict between strategies is corrected for every pair of its model x task (Holm, the `pairwise`
   table); a gain against the base model or a control is its own question, uncorrected; with one seed
@@ -18,7 +18,7 @@ report shows can be recomputed in a notebook. Conventions shared by every table:
 - the configured scorer (`tasks.<task>.scoring`) decides every accuracy except the `rescored` table's,
   which judges the same stored completions by each scorer of the task, the configured one marked.
 
-Modules: `loading` (reading the result files), `statistics` (intervals, bootstrap, OLS), `tables` (the
+Modules: `loading` (reading the result files; the intervals, bootstrap and OLS are `hardex.statistics`), `tables` (the
 registry of every table and `build_tables`), and each family of tables: `runs` (every run against its base),
 `gains` (Tables 1 and 2, the gain curve), `verdicts` (the verdict tables in each metric), `headline` (the
 first table: which strategy gained how much beyond form), `pairwise`, `beyond_controls`, `breakdowns` (OOD,

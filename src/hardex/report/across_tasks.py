@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from hardex.report.statistics import DIFFERS, t_ppf
+from hardex.statistics import DIFFERS, t_ppf
 
 PROFILE = {"never_solved_pct": pl.col("pass_rate") == 0, "always_solved_pct": pl.col("pass_rate") == 1}
 

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from hardex.report.loading import Results
-from hardex.report.statistics import bootstrap_mean_interval, t_interval
+from hardex.statistics import bootstrap_mean_interval, t_interval
 from hardex.selection import strategy_sort_key
 
 #: the bins, by the base model's pass rate on the half of its samples that places a question: never solved,

@@ -37,7 +37,7 @@ import math
 import polars as pl
 
 from hardex.metrics import accuracy_by_tier, sort_tiers
-from hardex.report.statistics import seed_difference, t_interval
+from hardex.statistics import seed_difference, t_interval
 
 OVERALL = "overall"  # the tier value of the rows over every test example
 EQUIVALENCE_MARGIN = 5.0  # points: report.equivalence_margin's default

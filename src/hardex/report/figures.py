@@ -5,8 +5,7 @@ One process for all of them: a process per figure paid 2-4 s of imports (polars,
 for a drawing that takes a fraction of that, seven or eight times per report.
 
 The frames a figure shares with the tables (accuracy curves, gains, learnable %, the pool's expected mixed
-share) are the table families' functions (`runs`, `gains`, `pool`): this module sits above them, the one
-import chain of five modules the architecture test allows.
+share) are the table families' functions (`runs`, `gains`, `pool`): this module sits above them.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import polars as pl
 from hardex.report.loading import Results
 from hardex.report.runs import (CELL_KEYS, RUN_KEYS, base_outcomes, in_paper_order, mean_accuracy,
                                 paired_differences, question_differences, run_summary)
-from hardex.report.statistics import bootstrap_mean_interval, seeds_and_questions_interval, t_interval
+from hardex.statistics import bootstrap_mean_interval, seeds_and_questions_interval, t_interval
 
 
 def gain_table(res: Results, level: float = 0.95, n_boot: int = 2000, seed: int = 0,

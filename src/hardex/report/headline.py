@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from hardex.report.statistics import DIFFERS
+from hardex.statistics import DIFFERS
 from hardex.selection import CONTROL_PREFERENCE, CONTROLS, RunName
 
 # the verdict words the headline and the pairwise table share (pairwise.pair_verdict)

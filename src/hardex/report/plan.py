@@ -19,6 +19,7 @@ from hardex import layout
 from hardex.report import AnalysisError
 from hardex.report.reference import reference_path
 from hardex.report.render import TABLE_FORMATS
+from hardex.report.tables import TABLES
 from hardex.schedule import run_length
 from hardex.selection import parse_tier_strategy
 from hardex.settings import decodings, grpo_settings, run_strategies, seed_design, seed_list, split_spec
@@ -74,13 +75,12 @@ def figure_files(names: Iterable[str], formats: Sequence[str]) -> list[str]:
     return [layout.fill(layout.FIGURE, name=name, ext=ext) for name in names for ext in formats]
 
 
-def report_targets(cfg: dict, tables: Iterable[str]) -> list[str]:
-    """Every file of the config's report: the report_tables rule's `tables` (`hardex.report.tables.TABLES`, given
-    by the caller: importing the tables here would lengthen the library's import chains past four) and the compute
-    table in every format, the regression, every figure in PNG and its other formats, and under a sequential
+def report_targets(cfg: dict) -> list[str]:
+    """Every file of the config's report: the report_tables rule's tables (`hardex.report.tables.TABLES`) and the
+    compute table in every format, the regression, every figure in PNG and its other formats, and under a sequential
     design (seeds: {first, batch, max}) its verdict table."""
     targets = (
-        table_files([*tables, "compute"])
+        table_files([*TABLES, "compute"])
         + [layout.REGRESSION]
         + figure_files(figures(cfg), ["png", *figure_formats(cfg)])
     )

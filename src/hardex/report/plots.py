@@ -24,7 +24,7 @@ from hardex.io import atomic_path  # noqa: E402
 from hardex.metrics import sort_tiers  # noqa: E402
 from hardex.report.dynamics import QUANTITIES  # noqa: E402
 from hardex.report.reference import map_names  # noqa: E402
-from hardex.report.statistics import confidence_band  # noqa: E402
+from hardex.statistics import confidence_band  # noqa: E402
 from hardex.selection import CONTROLS, STRATEGIES, RunName, strategy_sort_key  # noqa: E402
 
 # One colour per strategy in every figure (colour-blind-safe Tableau order, hard = red).

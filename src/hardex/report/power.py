@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from hardex.report.runs import in_paper_order
-from hardex.report.statistics import seeds_needed
+from hardex.statistics import seeds_needed
 from hardex.selection import RunName, strategy_sort_key
 
 POWER_KINDS = ("control", "base", "pair")  # the power table's row order within a model x task

@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from hardex.report.runs import CELL_KEYS, in_paper_order
-from hardex.report.statistics import regression
+from hardex.statistics import regression
 from hardex.selection import BUDGET_STRATEGIES, strategy_sort_key
 
 

@@ -43,7 +43,7 @@ import polars as pl
 from hardex.metrics import pass_at_k
 from hardex.posterior import MIN_FIT_EXAMPLES, fit_prior, log_beta
 from hardex.report.loading import Results
-from hardex.report.statistics import t_interval
+from hardex.statistics import t_interval
 from hardex.selection import strategy_sort_key
 
 #: bootstrap resamples of the one-seed interval: each refits the Beta (tens of ms), so fewer than the
