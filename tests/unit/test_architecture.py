@@ -1,10 +1,10 @@
-"""The library's shape: the stages are siblings, import chains stay short, and the project stands alone."""
+"""The library's shape: layers that import only downwards (docs/architecture.md), no circle, stages that are siblings, and
+the project standing alone."""
 
 from __future__ import annotations
 
 import ast
 import subprocess
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,20 +30,55 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def longest_chain(graph: dict[str, set[str]]) -> list[str]:
-    best: list[str] = []
+def declared_layers() -> dict[str, int]:
+    """hardex module -> its layer's rank (0 at the bottom), from the layer table that opens docs/architecture.md:
+    the page a reader sees is the contract the test holds. A name ending in `.*` takes every module under it
+    that the table does not name itself."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("<!-- layers -->")[1]
+    rows = [line.split("|")[1:3] for line in table.splitlines() if line.startswith("| **")]
+    ranks, patterns = {}, {}
+    for rank, (layer, modules) in enumerate(reversed(rows)):  # the table lists the top layer first
+        for name in (m.strip().strip("`") for m in modules.split(",")):
+            full = "hardex" if name == "hardex" else f"hardex.{name}"
+            (patterns if full.endswith(".*") else ranks)[full.removesuffix(".*")] = rank
+    for module in import_graph():
+        if module not in ranks:
+            package = next((p for p in sorted(patterns, key=len, reverse=True) if module.startswith(p + ".")), None)
+            if package is not None:
+                ranks[module] = patterns[package]
+    return ranks
 
-    def walk(path: list[str]) -> None:
-        nonlocal best
-        if len(path) > len(best):
-            best = path
-        for nxt in sorted(graph[path[-1]]):
-            if nxt not in path:
-                walk(path + [nxt])
 
-    for module in graph:
-        walk([module])
-    return best
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of `graph` (its strongly connected components of more than one module; Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
 
 
 def test_the_stages_import_none_of_each_other():
@@ -53,26 +88,30 @@ def test_the_stages_import_none_of_each_other():
         assert not graph[stage] & stages, f"{stage} imports {graph[stage] & stages}"
 
 
-#: modules at the top that may be a fifth link: the report's figures draw what the tables compute (clearer than
-#: passing the tables in), and the command-line tools (pyproject's scripts) validate a config, which reads the
-#: settings views, which read the library: validation sits one level above the views it checks
-TOPS = {"hardex.report.figures"} | {entry.split(":")[0] for entry in
-                                    tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"].values()}
+def test_every_module_has_a_layer_and_imports_only_its_own_or_lower_ones():
+    """docs/architecture.md's layers, bottom to top: ground, domain, stages, workflow, commands. A module imports
+    modules of its own layer or below, never above; a new module is placed in the table before it is imported."""
+    graph, ranks = import_graph(), declared_layers()
+    unplaced = sorted(set(graph) - set(ranks))
+    assert not unplaced, f"modules in no layer of docs/architecture.md: {unplaced}"
+    upward = sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if ranks[d] > ranks[m])
+    assert not upward, f"imports from a lower layer to a higher one: {upward}"
 
 
-def test_no_import_chain_is_longer_than_four_modules():
-    """At most four modules below the tops (TOPS), and five from them."""
+def test_no_modules_import_each_other_in_a_circle():
     graph = import_graph()
-    assert len(longest_chain(graph)) <= 5, " -> ".join(longest_chain(graph))
-    below_tops = {m: deps - TOPS for m, deps in graph.items() if m not in TOPS}
-    chain = longest_chain(below_tops)
-    assert len(chain) <= 4, " -> ".join(chain)
+    assert not cycles(graph), cycles(graph)
 
 
-def test_the_chain_measure_sees_function_level_imports():
+def test_the_layer_and_circle_checks_see_what_they_are_for():
     graph = import_graph()
-    assert "hardex.generation.hf" in graph["hardex.generation"]  # imported inside load_generator
-    assert longest_chain({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c"]
+    assert "hardex.generation.hf" in graph["hardex.generation"]  # imported inside load_generator: seen too
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    ranks = declared_layers()
+    assert ranks["hardex.io"] < ranks["hardex.selection"] < ranks["hardex.training"] < ranks["hardex.config"] \
+        < ranks["hardex.archive"]
+    assert ranks["hardex.tasks.gsm8k"] == ranks["hardex.tasks"]  # a package's `.*` places its modules
 
 
 def test_the_project_does_not_point_outside_itself():
