@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import os
 import resource
 import sys
 import time
@@ -49,7 +50,8 @@ def job_log(snakemake):
     if attempt == 1:  # a new start of the workflow tries again: the user may have fixed it
         marker.unlink(missing_ok=True)
     earlier = marker.read_text().splitlines()[0] if marker.exists() else None
-    with open(path, "w", buffering=1) as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+    with open(path, "w", buffering=1) as fh, _descriptors_to(fh), contextlib.redirect_stdout(fh), \
+            contextlib.redirect_stderr(fh):
         logging.basicConfig(stream=fh, level=logging.INFO, force=True)
         t0 = time.time()
         print(f"[hardex] rule {snakemake.rule} wildcards {dict(snakemake.wildcards)}"
@@ -74,6 +76,29 @@ def job_log(snakemake):
             over = _over_declared(snakemake)
             if over:
                 print(over, flush=True)
+
+
+@contextlib.contextmanager
+def _descriptors_to(fh):
+    """Descriptors 1 and 2 pointed at `fh` for the job, then given back: a child process (vLLM's engine
+    processes, spawned; a server or launcher started with the job's streams) writes to the descriptors it
+    inherits, which redirect_stdout does not move (issue 64, G7). They share the log's file offset, so the
+    job's lines and the children's interleave without overwriting each other."""
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            stream.flush()  # what was written before goes where it was meant to
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+        yield
+    finally:
+        for stream in (sys.__stdout__, sys.__stderr__):
+            with contextlib.suppress(AttributeError, ValueError, OSError):
+                stream.flush()
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
 
 
 def _peaks() -> str:
