@@ -20,6 +20,7 @@ import polars as pl
 
 from hardex.architectures import known
 from hardex.imported_probe import GREEDY_COLUMN, ImportedRatesError, check_ids, read_rates
+from hardex.io import file_sha256
 from hardex.job_time import gpu_rates, rates_key
 from hardex.model_sources import check_model_source
 from hardex.models import ModelError
@@ -223,6 +224,11 @@ def _cross_checks(cfg: dict) -> None:
                 raise ConfigError(f"tasks.{task}.benchmarks[{i}]: {b!r} is the task's pool: its gain would be measured "
                                   f"on the questions it trains on; name a held-out split (or state the overlap: "
                                   f"tasks.{task}.allow_overlap)")
+            if (same := _same_local_file(datasets, tcfg["pool"], b)) and not tcfg.get("allow_overlap"):
+                raise ConfigError(f"tasks.{task}.benchmarks[{i}]: {b!r} reads the same file as the task's pool "
+                                  f"{tcfg['pool']!r} ({same}), all of its rows: its gain would be measured on the "
+                                  f"questions it trains on; name a held-out file, or keep disjoint rows of it in each "
+                                  f"split (rows or ids)")
     _check_reasoning_gym(cfg)
     _check_split_fields(datasets)
     _check_local_splits(datasets)
@@ -428,6 +434,20 @@ def _made_split_cached(family: str, spec_json: str, stamps: tuple) -> pl.DataFra
         return keep_listed(get_task(family).load_split(spec, root=None), spec)
     except DataError as e:
         return e
+
+
+def _same_local_file(datasets: dict, pool: str, benchmark: str) -> str | None:
+    """The local file a pool and a benchmark both read whole (the same bytes, under one name or two; neither keeps
+    listed rows or ids), or None. The overlap job would stop it too, but only after the data jobs ran."""
+    digests = []
+    for ref in (pool, benchmark):
+        ds, split = ref.split("/", 1)
+        spec = datasets[ds]["splits"][split]
+        if spec.get("rows") or spec.get("ids") or not (files := split_files({"file": spec.get("file")})):
+            return None
+        digests.append((files[0], file_sha256(files[0])))
+    (pool_file, a), (_, b) = digests
+    return pool_file if a == b else None
 
 
 def _check_local_splits(datasets: dict) -> None:

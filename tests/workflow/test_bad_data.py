@@ -148,3 +148,34 @@ def test_a_directory_without_a_tokenizer_is_named(tmp_path, tiny_model):
         f.unlink()
     with pytest.raises(ModelError, match="a local directory without a tokenizer"):
         resolve_model(broken)
+
+
+def test_a_benchmark_that_reads_the_pools_file_is_refused_at_planning(tmp_path):
+    """The same file named as pool and test (or a copy of it under another name) is the test set trained on: refused
+    at planning in one line naming both splits and the file (the overlap job found it only after the data jobs);
+    disjoint rows of one file stay allowed."""
+    import shutil
+
+    import yaml
+
+    from tests.support import SMOKE
+
+    pool = tmp_path / "train.jsonl"
+    pool.write_text("".join(json.dumps({**GOOD, "question": f"Tom has {i} apples. How many?"}) + "\n" for i in range(40)))
+    shutil.copy(pool, tmp_path / "copy.jsonl")
+    for test_file in (pool, tmp_path / "copy.jsonl"):
+        cfg = yaml.safe_load(SMOKE.read_text())
+        cfg["datasets"]["mine"] = {"family": "gsm8k", "splits": {"pool": {"file": str(pool)},
+                                                                 "test": {"file": str(test_file)}}}
+        cfg["tasks"]["mine"] = {"pool": "mine/pool", "benchmarks": ["mine/test"]}
+        write_config(tmp_path, cfg)
+        res = snakemake(tmp_path, "-n", "--cores", "1")
+        assert res.returncode != 0, res.stdout[-3000:]
+        assert (f"hardex: config error: tasks.mine.benchmarks[0]: 'mine/test' reads the same file as the task's pool "
+                f"'mine/pool' ({pool}), all of its rows") in res.stderr, res.stderr[-3000:]
+    # one file kept in disjoint rows by pool and test: planned
+    cfg["datasets"]["mine"]["splits"] = {"pool": {"file": str(pool), "rows": list(range(30))},
+                                         "test": {"file": str(pool), "rows": list(range(30, 40))}}
+    write_config(tmp_path, cfg)
+    res = snakemake(tmp_path, "-n", "--cores", "1")
+    assert res.returncode == 0, res.stderr[-3000:]
