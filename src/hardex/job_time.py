@@ -74,9 +74,19 @@ GPU_RATES = {
 }
 #: what a decode step costs beside its memory traffic: about 30 kernel launches per layer at ~10 us each
 DECODE_SECONDS_PER_LAYER = 3e-4
-#: Slurm's runtime is compute.runtime_min (start, model loading) + the estimate times this (rates that vary,
-#: prompts longer than planned), times the attempt
-RUNTIME_SAFETY = 1.5
+#: the one train step measured at a preset's real size (docs/gpu-runs.md, 2026-11-27, one H200): the paper
+#: preset's Qwen3-4B step (32 prompts x 8, 250 tokens, 500-token prompts, LoRA r 32, gradient checkpointing,
+#: beta 0.1, accumulation 8, hardex's graph decode) took 79.2 s, where the stated rates give 28.1 s
+MEASURED_STEP_S, STATED_STEP_S = 79.2, 28.1
+#: a train step takes this many times what the stated rates give (2.8x), so that the measured step is predicted.
+#: How that step split between rollouts and backward passes was not measured, so the whole step is scaled, not
+#: one rate; probe and evaluate jobs (no step of theirs measured) keep the stated rates
+TRAIN_STEP_FACTOR = MEASURED_STEP_S / STATED_STEP_S
+#: Slurm's runtime is compute.runtime_min (start, model loading) + the estimate times this, times the attempt.
+#: 1.5 before the measurement, which overran that limit by 1.7x (22 h at its pace, 13.3 h asked); 2 is above
+#: that error: the corrected step rests on one first step of one model on one card. A train job that still
+#: cannot finish stops after its first steps, naming the rate to set (hardex.time_limit)
+RUNTIME_SAFETY = 2.0
 
 
 def gpu_rates(cfg: dict) -> GpuRates:
@@ -128,7 +138,8 @@ def train_seconds(cfg: dict, model: str, steps: int) -> float | None:
     passes of its completions x (prompt + completion) tokens, 2 FLOPs per parameter and token forward, 4
     backward with every weight trained (2 under LoRA: no weight gradients of the frozen base), 2 more to
     recompute under gradient checkpointing and 2 for the reference model's forward when beta > 0, at the
-    FLOP/s of compute.gpu_kind; grpo.processes share the work."""
+    FLOP/s of compute.gpu_kind, times TRAIN_STEP_FACTOR (what a measured step took over this estimate);
+    grpo.processes share the work."""
     sized = _sized(cfg, model)
     if sized is None:
         return None
@@ -150,7 +161,7 @@ def train_seconds(cfg: dict, model: str, steps: int) -> float | None:
                                       prompt_tokens=prompt, max_new_tokens=completion, budget=ROLLOUT_TOKEN_BUDGET,
                                       max_batch_prompts=ROLLOUT_MAX_BATCH_PROMPTS, top_p=grpo["top_p"],
                                       rates=rates)
-    return steps * (backprop + rollouts) / grpo["processes"]
+    return steps * (backprop + rollouts) * TRAIN_STEP_FACTOR / grpo["processes"]
 
 
 def sampling_seconds(cfg: dict, model: str, work: list[tuple[int, int, int, float]]) -> float | None:
