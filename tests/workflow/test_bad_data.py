@@ -59,14 +59,17 @@ def test_snakemakes_cli_stops_on_a_bad_file_before_any_job(tmp_path):
 
 
 def own_qa_task(tmp_path, smoke_config, allow=None):
-    """The smoke config plus a qa task whose pool and benchmark are the same file: its 10 questions overlap."""
+    """The smoke config plus a qa task whose benchmark holds its pool's 10 questions, in another order (the same
+    file, or the same bytes, is refused at planning): the overlap job finds them."""
     from tests.support import ROOT
 
-    own = str(ROOT / "tests/fixtures/hub/own_qa.jsonl")
+    own = ROOT / "tests/fixtures/hub/own_qa.jsonl"
+    reordered = tmp_path / "own_qa_test.jsonl"
+    reordered.write_text("".join(reversed(own.read_text().splitlines(keepends=True))))
     fields = {"question": "prompt_text", "answer": "gold", "id": "uid"}
     cfg = smoke_config
-    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": own, "fields": fields},
-                                                         "test": {"file": own, "fields": fields}}}
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": str(own), "fields": fields},
+                                                         "test": {"file": str(reordered), "fields": fields}}}
     cfg["tasks"]["own"] = {"pool": "own/pool", "benchmarks": ["own/test"]}
     cfg["grpo"]["repeat_small_subsets"] = True  # 10 % of 10 questions is one, under a step: planning counts the file
     if allow is not None:
