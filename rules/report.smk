@@ -81,11 +81,14 @@ rule report_compute:
 
 rule report_regression:
     """Gain on learnable % over the cells of report.regression_strategies (seeds averaged; OLS, bootstrap
-    intervals over cells); the published fit beside it."""
+    intervals over cells), on the share measured in training and on the probe's prediction before it; the
+    published fit beside them."""
     input:
         evals=EVAL_FILES,
         bases=BASE_FILES,
         steps=STEPS_FILES,
+        probes=PROBE_FILES,
+        subsets=SUBSET_FILES,
         reference=REFERENCE_FILE,
     output:
         report(
@@ -103,6 +106,7 @@ rule report_regression:
         pass_k=PASS_K,
         stats=STATS,
         regression_strategies=REPORT["regression_strategies"],
+        generations=GROUP_SIZES,
         reference=REPORT["reference"],
         names=REPORT["reference_names"],
         provenance=PROVENANCE,

@@ -151,6 +151,34 @@ def test_regression_points_are_cells_of_the_chosen_strategies_seeds_averaged(tmp
     assert {p["strategy"] for p in chosen["points"]} == {"hard", "base_wrong"} and chosen["n"] == 8
 
 
+def test_the_regression_on_the_probes_prediction_reads_x_from_before_training(tmp_path):
+    """`before_training`: each cell's gain (seeds averaged, as `this_run`) on its subset's learnable % as the probe
+    predicted it (the subset table's posterior expectation at the run's G), not on the share measured in training."""
+    from hardex.report.pool import subset_pass_rates
+
+    f = write_results(tmp_path, seeds=(0, 1), seed_shift=0.1)
+    summary = run_summary(loading.load_results(f["evals"], f["bases"], f["steps"], BENCHMARKS, PASS_K))
+    probes, subsets = loading.load_pool(f["probes"], f["subsets"])
+    table = subset_pass_rates(probes, subsets, {"m1": 4, "m2": 4})
+    rep = regression_report(summary, n_boot=200, strategies=["hard", "easy", "random"], subset_table=table)
+    before, during = rep["before_training"], rep["this_run"]
+    assert before["x"] == "expected_learnable_pct_posterior" and before["n_cells"] == during["n_cells"] == 12
+    expected = {(r["model"], r["task"], r["strategy"]): r["expected_learnable_pct_posterior"]
+                for r in table.iter_rows(named=True)}
+    for point in before["points"]:
+        key = (point["model"], point["task"], point["strategy"])
+        assert point["learnable_pct"] == pytest.approx(expected[key])
+        same = next(p for p in during["points"] if (p["model"], p["task"], p["strategy"]) == key)
+        assert point["gain"] == pytest.approx(same["gain"]) and point["n_seeds"] == same["n_seeds"] == 2
+    # hard's subset (pass rates 0 and 0: never solved) is predicted to mix less than it mixed in training (75 %)
+    hard = next(p for p in before["points"] if (p["model"], p["task"], p["strategy"]) == ("m1", "t1", "hard"))
+    assert hard["learnable_pct"] < 75.0
+    cells = pl.DataFrame(before["points"])
+    alone = statistics.regression(cells["learnable_pct"], cells["gain"], n_boot=200)
+    assert before["slope"] == pytest.approx(alone["slope"])
+    assert "before_training" not in regression_report(summary, n_boot=50)  # no subset table, no such fit
+
+
 # ---- tables from result files --------------------------------------------------------------------------
 
 
