@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from hardex.controls import RewardSpec, control_rows, reward_line
 from hardex.io import read_parquet, read_parquet_metadata
 from hardex.job import job_log, job_model, renderer, set_threads, work_identity
+from hardex.job_time import train_time_limit
 from hardex.learnability import check_learnable, sampling_mismatch
 from hardex.probing import PROVENANCE_KEY
 from hardex.reward_hook import resolved
@@ -16,6 +17,8 @@ from hardex.tasks import get_task
 from hardex.training import subset_rows, train_grpo
 
 with job_log(snakemake) as log:
+    # the job's runtime limit from its start, which its first steps are held to (hardex.time_limit)
+    limit = train_time_limit(snakemake.config, snakemake.wildcards.model, getattr(snakemake.resources, "runtime", None))
     set_threads(snakemake.threads)
     p, grpo = job_model(snakemake.params.model), snakemake.params.grpo
     task = get_task(snakemake.params.family, snakemake.params.scoring, grpo.get("prompt"))
@@ -49,4 +52,5 @@ with job_log(snakemake) as log:
                                            if control else {}),
         log=log,
         run_name="{model}/{task}/{strategy}/seed{seed}".format(**dict(snakemake.wildcards)),
+        time_limit=limit,
     )

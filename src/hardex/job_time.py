@@ -16,7 +16,9 @@ the rate those steps measured (measured_train), and its line says so.
 from __future__ import annotations
 
 import math
+import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,6 +30,7 @@ from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_
 from hardex.schedule import completions_per_step, run_steps
 from hardex.settings import (generation_settings, grpo_settings, known_split_size, model_tasks, probe_settings,
                              run_grpo_settings, run_strategies, seed_design, seed_list)
+from hardex.time_limit import TimeLimit
 
 #: the share of a GPU's dense bfloat16 peak that a train step's forward and backward passes and a generation's
 #: prefill sustain: a model FLOPs utilisation Hugging Face training with gradient checkpointing reaches at these
@@ -189,6 +192,23 @@ def runtime_minutes(cfg: dict, model: str, seconds: float | None, attempt: int) 
     if seconds is None or not c.get("gpu"):  # the rates are a GPU's
         return int((c["runtime_min"] + c["runtime_min_per_b"] * cfg["models"][model]["size_b"]) * attempt)
     return int(math.ceil(c["runtime_min"] + RUNTIME_SAFETY * seconds / 60) * attempt)
+
+
+def train_time_limit(cfg: dict, model: str, runtime: float | None, started: float | None = None) -> TimeLimit | None:
+    """What a train job's first steps are held to (hardex.time_limit): its `runtime` resource (minutes, this
+    module's estimate times the attempt) from `started`, the step it planned and the rates it planned at; None
+    without a runtime. Enforced where Slurm runs the job (its limit kills it); elsewhere the job only says."""
+    if not isinstance(runtime, (int, float)) or runtime <= 0:
+        return None
+    try:
+        planned = train_seconds(cfg, model, 1)
+        rates = gpu_rates(cfg)
+    except (KeyError, TypeError):  # a config without its defaults: no rate to name
+        planned = rates = None
+    return TimeLimit(runtime * 60, time.time() if started is None else started, "SLURM_JOB_ID" in os.environ,
+                     planned, rates and {"name": rates.name, "tflops": rates.peak_flops / 1e12,
+                                         "hbm_gbps": rates.peak_bytes_per_s / 1e9},
+                     (cfg.get("compute") or {}).get("runtime_min"))
 
 
 # ---- a job's runtime from its inputs, for the rules' `runtime` resource -----------------------------------------

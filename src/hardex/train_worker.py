@@ -13,6 +13,7 @@ from hardex.controls import RewardSpec
 from hardex.devices import hold_to_share
 from hardex.launch import die_with_parent, hook_error_file
 from hardex.reward_hook import HookError
+from hardex.time_limit import TimeLimit
 from hardex.training import fit
 
 
@@ -25,7 +26,8 @@ def main(spec_file: str) -> None:
     try:
         reward_fn = RewardSpec(**spec["reward"]).function(spec["seed"])
         fit(spec["model_path"], spec["rows"], reward_fn, spec["grpo"], spec["seed"], Path(spec["ckpt_dir"]),
-            spec["resume"], spec["steps_total"], spec["trainer_args"])
+            spec["resume"], spec["steps_total"], spec["trainer_args"],
+            TimeLimit(**spec["time_limit"]) if spec.get("time_limit") else None)
     except HookError as e:  # the job raises it as its own (hardex.launch), not as the launcher's exit status
         hook_error_file(Path(spec_file)).write_text(f"{e}\n")
         raise

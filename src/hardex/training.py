@@ -25,6 +25,7 @@ import polars as pl
 
 from hardex import vllm_server
 from hardex.checkpoints import STEP_RECORD, publish, resume_point, step_recorder
+from hardex.time_limit import TimeLimit, pace_guard
 from hardex.devices import cuda_available
 from hardex.generation.vllm_backend import require_vllm
 from hardex.io import checkpoint_steps
@@ -229,6 +230,7 @@ def train_grpo(
     identity: dict[str, Any] | None = None,
     log=print,
     run_name: str | None = None,
+    time_limit: TimeLimit | None = None,
 ) -> dict[str, Any]:
     """Train, resuming from the newest matching checkpoint (hardex.checkpoints); write the final weights and steps.
 
@@ -239,7 +241,8 @@ def train_grpo(
     answer, prompt)` (one with a `batch` method scores each step's completions together). `identity` says what
     else decides the run's content (the model's fingerprint, the scorer): checkpoints are resumed only when it,
     the settings, the seed and the data are all the same. `run_name` names the run in the tracker
-    `grpo["report_to"]` asks for (hardex.tracking).
+    `grpo["report_to"]` asks for (hardex.tracking). `time_limit`: the job's runtime limit, which its first steps
+    are held to (hardex.time_limit).
     """
     if callable(reward) and grpo["processes"] > 1:
         raise ValueError("training in several processes (grpo.processes) hands each the reward as data: a "
@@ -276,10 +279,11 @@ def train_grpo(
         if grpo["processes"] > 1:
             spec = {"model_path": model_path, "rows": rows, "reward": dataclasses.asdict(reward), "grpo": grpo,
                     "seed": seed, "ckpt_dir": str(ckpt_dir), "resume": resume, "steps_total": steps_total,
-                    "trainer_args": trainer_args}
+                    "trainer_args": trainer_args,
+                    "time_limit": dataclasses.asdict(time_limit) if time_limit else None}
             launch_training(spec, ckpt_dir / "launch.json", grpo["processes"], grpo["distributed"], log)
         else:
-            fit(model_path, rows, reward_fn, grpo, seed, ckpt_dir, resume, steps_total, trainer_args)
+            fit(model_path, rows, reward_fn, grpo, seed, ckpt_dir, resume, steps_total, trainer_args, time_limit, log)
     last = checkpoint_steps(ckpt_dir)
     if not last or last[-1] < steps_total:  # a run that stopped early must not pass for a finished one
         raise TrainingError(f"training stopped at step {last[-1] if last else 0} of {steps_total}")
@@ -287,11 +291,12 @@ def train_grpo(
 
 
 def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, str, str], float], grpo: dict[str, Any],
-        seed: int, ckpt_dir: Path, resume: str | None, steps_total: int, trainer_args: dict) -> None:
+        seed: int, ckpt_dir: Path, resume: str | None, steps_total: int, trainer_args: dict,
+        time_limit: TimeLimit | None = None, log=print) -> None:
     """TRL's GRPOTrainer from `resume` (or the base model) to step `steps_total`, its last step a checkpoint:
     in this process, or in each of the processes accelerate started (hardex.train_worker). Only the main
     process writes the step record. `trainer_args`: GRPOConfig fields besides the grpo settings (tracker,
-    vLLM server)."""
+    vLLM server); `time_limit`: the job's, which its first steps are held to (hardex.time_limit)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -343,7 +348,8 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
         train_dataset=dataset,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[step_recorder(ckpt_dir / STEP_RECORD, counts)],
+        callbacks=[step_recorder(ckpt_dir / STEP_RECORD, counts)]
+        + ([pace_guard(time_limit, steps_total, log)] if time_limit else []),
         rollout_func=rollouts,
         schedule_steps=schedule_horizon(grpo, steps_total),
     )

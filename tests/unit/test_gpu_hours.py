@@ -141,3 +141,18 @@ def test_gpus_per_job_are_said_where_compute_gpu_is_above_one(gpu_config):
     assert any(line in out for out in gpu_hours_lines(cfg, benchmarks(cfg)))
     cfg["grpo"] = {**cfg["grpo"], "processes": 1}
     assert "more than" not in gpus_per_job_line(cfg) and "a train job takes 8 (tiny)" in gpus_per_job_line(cfg)
+
+
+def test_a_train_jobs_time_limit_is_its_runtime_and_planned_step_and_enforced_under_slurm(gpu_config, monkeypatch):
+    from hardex.job_time import train_time_limit
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    limit = train_time_limit(gpu_config, "tiny", 90, started=100.0)
+    assert (limit.seconds, limit.started, limit.enforced) == (5400, 100.0, False)  # a local run is only told
+    assert limit.planned_step == pytest.approx(train_seconds(gpu_config, "tiny", 1))
+    assert limit.rates == {"name": "H100", "tflops": 989.0, "hbm_gbps": 3350.0}
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    assert train_time_limit(gpu_config, "tiny", 90).enforced
+    assert train_time_limit(gpu_config, "tiny", None) is None
+    # the rate to set holds the pace measured: the peaks over measured / planned
+    assert "tflops: 494, hbm_gbps: 1675}" in limit.advice(2 * limit.planned_step, 6000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import polars as pl
 import pytest
@@ -551,3 +552,49 @@ def test_a_run_past_its_fixed_decaying_schedule_is_refused(tmp_path, smoke_confi
     with pytest.raises(TrainingError, match=r"a run of 3 steps goes past the 2 steps its linear .* learning rate of 0"):
         run(tmp_path, tiny_model, g, varies)
     assert not (tmp_path / "run").exists()
+
+
+# ---- a run held to its job's runtime limit (issue 64, item 2) ----
+
+
+def paced(seconds: float, enforced: bool = True):
+    """A job's limit of `seconds` from now, estimated at an H100's stated peaks and 0.01 s a step."""
+    import time
+
+    from hardex.time_limit import TimeLimit
+
+    return TimeLimit(seconds, time.time(), enforced, planned_step=0.01,
+                     rates={"name": "H100", "tflops": 989.0, "hbm_gbps": 3350.0}, runtime_min=60)
+
+
+def test_a_run_that_cannot_finish_within_its_limit_stops_after_its_second_step_naming_the_rate(
+        tmp_path, tiny_model, grpo):
+    from hardex.time_limit import OutOfTime
+
+    messages = []
+    run_dir = tmp_path / "run"
+    with pytest.raises(OutOfTime) as err:
+        train_grpo(str(tiny_model), rows(), lambda c, a, p: 1.0, grpo, 0, run_dir, run_dir / "final",
+                   run_dir / "steps.parquet", log=messages.append, time_limit=paced(1.0))
+    (line,) = [m for m in messages if str(m).startswith("[hardex] at ")]
+    assert re.fullmatch(r"\[hardex\] at [\d.]+ s a step, 2 steps take about [\d.]+ (s|min) \([\d.]+ s run so far\) "
+                        r"against the job's limit of 1\.0 s", line)
+    message = str(err.value)
+    assert "stopped at step 2 instead of at the limit" in message
+    # the rate job_time reads, scaled by the pace measured against the 0.01 s it planned
+    rate = re.search(r"set compute\.gpu_rates: \{name: H100, tflops: (\d+), hbm_gbps: (\d+)\}", message)
+    assert rate and int(rate.group(1)) < 989 and int(rate.group(2)) < 3350
+    assert not (run_dir / "final").exists()  # nothing published: the retry resumes from the checkpoints
+
+
+@pytest.mark.parametrize("seconds,enforced", [(3600.0, True), (1.0, False)], ids=["time-enough", "not-enforced"])
+def test_a_run_with_time_enough_or_no_enforced_limit_trains_through_and_says_its_pace(
+        tmp_path, tiny_model, grpo, seconds, enforced):
+    messages = []
+    run_dir = tmp_path / "run"
+    train_grpo(str(tiny_model), rows(), lambda c, a, p: 1.0, grpo, 0, run_dir, run_dir / "final",
+               run_dir / "steps.parquet", log=messages.append, time_limit=paced(seconds, enforced))
+    assert pl.read_parquet(run_dir / "steps.parquet")["step"].to_list() == [1, 2, 3, 4]
+    (line,) = [m for m in messages if str(m).startswith("[hardex] at ")]
+    limit = "1.0 h" if enforced else "1.0 s"
+    assert ", 2 steps take about " in line and line.endswith(f"against the job's limit of {limit}")
