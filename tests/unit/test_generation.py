@@ -189,8 +189,8 @@ def assert_same_up_to_rounding(these, those, label) -> None:
 
 def test_the_cuda_graph_replays_the_fixed_shape_step_exactly():
     """On a GPU, decode="graph" (the default there) replays the fixed-shape step's kernels: the same tokens as
-    decode="static" to the bit, with rows leaving the batch (each new size captured again), and the capture did
-    not fall back to eager steps. Skipped without CUDA (the device tool runs it where a machine is lent)."""
+    decode="static" to the bit, with rows leaving the batch (captured again at each bucket: bucket_rows), and the
+    capture did not fall back to eager steps. Skipped without CUDA (the device tool runs it where a machine is lent)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -213,6 +213,135 @@ def test_the_cuda_graph_replays_the_fixed_shape_step_exactly():
         outs[decode] = gen.generate(ps, 4, SAMPLE, seed=3), gen.generate(ps, 1, Sampling(0.0, 1.0, 24))
     assert not StaticDecodeStep.failed_captures
     assert outs["graph"] == outs["static"]
+
+
+# ---- issue 64 G3, G10: graphs captured at bucketed batch sizes; a failed capture retried at a smaller one ----
+
+def test_a_batch_shrinks_through_powers_of_two_from_its_first_size():
+    from hardex.generation.hf import bucket_rows
+
+    assert [bucket_rows(n, 96) for n in (96, 65, 64, 33, 32, 17, 5, 2, 1)] == [96, 96, 64, 64, 32, 32, 8, 2, 1]
+    assert {bucket_rows(n, 96) for n in range(1, 97)} == {96, 64, 32, 16, 8, 4, 2, 1}  # 1 + ceil(log2 96) sizes
+    assert bucket_rows(7, 7) == 7 and bucket_rows(4, 7) == 4 and bucket_rows(1, 1) == 1
+
+
+@pytest.fixture
+def fake_graphs(monkeypatch):
+    """StaticDecodeStep's CUDA calls on a CPU: the warm-up is the eager step; a "capture" records the step's rows
+    (raising where `fail(rows)` says) and returns a graph whose replay runs the step again into the same logits
+    tensor, as a replayed graph writes into its captured output. Each model's capture state starts empty."""
+    from hardex.generation.hf import StaticDecodeStep
+
+    captured = []  # (step, rows, captured or not)
+    state = {"fail": lambda rows: False}
+
+    class Graph:
+        def __init__(self, step):
+            self.step = step
+
+        def replay(self):
+            self.step.logits.copy_(self.step._forward())
+
+    def capture(step):
+        if state["fail"](step.rows):
+            captured.append((step, step.rows, False))
+            raise RuntimeError("CUDA out of memory (a fake capture)")
+        captured.append((step, step.rows, True))
+        step.logits = step._forward()
+        return Graph(step)
+
+    monkeypatch.setattr(StaticDecodeStep, "_warm_up", lambda step: step._forward())
+    monkeypatch.setattr(StaticDecodeStep, "_capture", capture)
+    monkeypatch.setattr(StaticDecodeStep, "failed_captures", set())
+    monkeypatch.setattr(StaticDecodeStep, "capture_limits", {})
+    return captured, state
+
+
+def decode_as(gen, decode: str, drop: float = 0.0):
+    gen.decode, gen.drop_fraction, gen.shapes = decode, drop, []
+    try:
+        return greedy_and_sampled(gen), gen.shapes
+    finally:
+        gen.decode, gen.drop_fraction, gen.shapes = "auto", 0.25, None
+
+
+def test_rows_finishing_capture_a_graph_per_bucket_not_per_size(eos_gen, fake_graphs):
+    """A batch whose rows leave at every step it can (drop_fraction 0) captures at its first size and then at
+    each power of two its rows fall to: at most 1 + ceil(log2(rows)) captures, fewer than the sizes it passes
+    through, and the replayed steps give the fixed-shape step's tokens exactly."""
+    import math
+
+    captured, _ = fake_graphs
+    graph, shapes = decode_as(eos_gen, "graph")
+    static, _ = decode_as(eos_gen, "static")
+    assert graph == static
+    steps = {}
+    for step, rows, ok in captured:
+        assert ok
+        steps.setdefault(step, []).append(rows)
+    assert len(steps) == 2  # the greedy and the sampled call's one batch each
+    for step, sizes in steps.items():
+        assert sizes == sorted(set(sizes), reverse=True)  # one capture per bucket
+        assert len(sizes) <= 1 + math.ceil(math.log2(step.first))
+        assert all(r == step.first or r & (r - 1) == 0 for r in sizes)
+    # the sizes the batches passed through (each step's rows): a capture at each was what G3 measured
+    assert len(captured) < len({rows for rows, tokens, _ in shapes if tokens == 1})
+
+
+def test_padding_rows_change_no_real_rows_tokens(eos_gen, monkeypatch):
+    """On the fixed-shape step the graph replays (decode="static"), a batch computed with padding rows behind
+    its real ones gives the tokens of the same batch at its exact sizes, with the padding rows' cache and mask
+    made garbage (NaN keys and values, every position unmasked)."""
+    import torch
+
+    from hardex.generation import hf
+
+    exact, _ = decode_as(eos_gen, "static")
+    select = hf.StaticDecodeStep.select
+
+    def poisoned(step, keep):
+        select(step, keep)
+        step.valid[len(keep):] = True
+        for layer in step.cache.layers:
+            layer._k[len(keep):] = float("nan")
+            layer._v[len(keep):] = float("nan")
+
+    monkeypatch.setattr(hf.StaticDecodeStep, "select", poisoned)
+    padded, shapes = decode_as(eos_gen, "static")
+    assert padded == exact
+    with monkeypatch.context() as m:  # no buckets: every step at its rows
+        m.setattr(hf, "bucket_rows", lambda rows, first: rows)
+        unpadded, _ = decode_as(eos_gen, "static")
+    assert unpadded == exact
+    assert any(rows & (rows - 1) for rows, tokens, _ in shapes if tokens == 1)  # real rows with padding behind
+
+
+def test_a_failed_capture_is_retried_at_the_next_smaller_bucket(eos_gen, fake_graphs):
+    """Issue 64 G10: a capture that fails at 8 rows or more (out of memory, say) leaves that model's larger steps
+    eager and captures the smaller ones, with a warning that says so; graphs are dropped for the model only
+    once a capture of one row fails. The tokens stay the fixed-shape step's."""
+    from hardex.generation.hf import StaticDecodeStep
+
+    captured, state = fake_graphs
+    state["fail"] = lambda rows: rows >= 8
+    # the greedy call's batch first: 12 rows
+    with pytest.warns(UserWarning, match=r"Qwen3ForCausalLM's decode step failed to capture at 12 rows \(CUDA out "
+                                         r"of memory.*more than 8 rows decode without a graph") as seen:
+        graph, _ = decode_as(eos_gen, "graph")
+    assert graph == decode_as(eos_gen, "static")[0]
+    assert StaticDecodeStep.capture_limits == {"Qwen3ForCausalLM": 4}
+    assert not StaticDecodeStep.failed_captures
+    assert any(ok and rows <= 4 for _, rows, ok in captured)  # graphs captured below the failure
+    assert not any(ok and rows >= 8 for _, rows, ok in captured)
+    # at 12 rows, then at 8; the sampled call's 48-row batch stays eager down to 4 rows, and captures no larger
+    assert len([w for w in seen if "failed to capture" in str(w.message)]) == 2
+
+    state["fail"] = lambda rows: True  # an architecture whose forward synchronises with the host
+    StaticDecodeStep.capture_limits["Qwen3ForCausalLM"] = 1
+    with pytest.warns(UserWarning, match="decoding Qwen3ForCausalLM without a CUDA graph: its capture failed at "
+                                         "every size down to one row"):
+        decode_as(eos_gen, "graph")
+    assert StaticDecodeStep.failed_captures == {"Qwen3ForCausalLM"}
 
 
 def test_an_unknown_decode_mode_is_refused():

@@ -135,7 +135,6 @@ def test_a_job_on_a_shared_card_caps_torchs_allocator_when_cuda_starts(shared_ca
 def test_a_vllm_server_and_the_transformers_generator_keep_to_the_jobs_share(shared_card, monkeypatch):
     """The server's engine is sized from the share as an in-process one is; the transformers generator sizes its
     batches from the slice left to it, not from the whole card's free memory."""
-    from hardex.generation.hf import HFGenerator
     from hardex.vllm_server import server_command
 
     cmd = server_command("m", {"vllm_server_gpus": 1, "vllm": {}, "precision": "fp32"}, port=1)
@@ -146,14 +145,49 @@ def test_a_vllm_server_and_the_transformers_generator_keep_to_the_jobs_share(sha
     gib = 2**30
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (70 * gib, 80 * gib))  # a nearly free card
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 2 * gib)  # this job's weights
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2 * gib)
+    gen = fake_llama_generator()
+    # 17.5 GiB of its slice are left (a fourth of 80 less its CUDA context's 0.5 GiB, less the 2 reserved); the
+    # card's 70 GiB free are not its
+    assert gen.effective_token_budget() == int(0.7 * 17.5 * gib / LLAMA_KV_PER_TOKEN)
+
+
+#: a KV cache position of fake_llama_generator's model in bfloat16: keys and values, 32 layers, 8 heads of 128
+LLAMA_KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2
+
+
+def fake_llama_generator():
+    """An HFGenerator on cuda:0 that only sizes batches: a Llama-8B-shaped config, no weights."""
+    from hardex.generation.hf import HFGenerator
+
     gen = HFGenerator.__new__(HFGenerator)
     gen.device, gen.dtype, gen.token_budget, gen._torch = "cuda:0", torch.bfloat16, 10**9, torch
     gen.model = gen.base = types.SimpleNamespace(config=types.SimpleNamespace(get_text_config=lambda: types.SimpleNamespace(
         num_key_value_heads=8, head_dim=128, num_hidden_layers=32, num_attention_heads=32, hidden_size=4096)))
-    per_token = 2 * 32 * 8 * 128 * 2
-    # 17.5 GiB of its slice are left (a fourth of 80 less its CUDA context's 0.5 GiB, less the 2 reserved); the
-    # card's 70 GiB free are not its
-    assert gen.effective_token_budget() == int(0.7 * 17.5 * gib / per_token)
+    return gen
+
+
+def test_the_allocators_cached_but_free_blocks_count_as_free_for_rollouts(shared_card, monkeypatch):
+    """Issue 64 G2: after a train step, torch's allocator keeps the freed activations and gradients reserved; the
+    rollout generator's batches may use them (the allocator hands them out before asking the card), so its KV
+    budget counts reserved less allocated as free, on a shared card and on a card of its own."""
+    gib = 2**30
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (70 * gib, 80 * gib))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 10 * gib)  # weights + cached blocks
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: 2 * gib)  # weights
+    gen = fake_llama_generator()
+    # a fourth of 80 less the 0.5 GiB context is 19.5 GiB; the weights' 2 hold the rest: 17.5, not 19.5 - 10
+    assert gen.effective_token_budget() == int(0.7 * 17.5 * gib / LLAMA_KV_PER_TOKEN)
+
+    from hardex.generation.hf import kv_cache_room
+
+    # a card of its own: 40 GiB free on the card and 20 cached in blocks no tensor holds, not the card's 40 alone
+    assert kv_cache_room(40 * gib, 80 * gib, reserved=30 * gib, allocated=10 * gib, share=1.0) == 60 * gib
+    # a shared card nearly full from its neighbours: the card's free memory bounds it, cached blocks added
+    assert kv_cache_room(1 * gib, 80 * gib, reserved=10 * gib, allocated=2 * gib, share=0.25) == 9 * gib
+    # nothing cached: the slice less what is reserved, as before
+    assert kv_cache_room(70 * gib, 80 * gib, reserved=2 * gib, allocated=2 * gib, share=0.25) == 17.5 * gib
+    assert kv_cache_room(0, 80 * gib, reserved=20 * gib, allocated=20 * gib, share=0.25) == 0
 
 
 # ---- issue 64 G4, G5: k jobs' caps and CUDA contexts fit the card; a rank caps only the GPU it computes on ----

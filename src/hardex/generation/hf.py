@@ -29,8 +29,9 @@ CUDA graph: a small model's step
 is about a thousand kernels of a few microseconds each, and launching them from Python kept the card
 idle most of the time (docs/gpu-runs.md). A graph needs fixed shapes and addresses, so that step
 attends over the whole preallocated cache under a mask of the filled positions and writes its keys at
-a slot held in a tensor (`PreallocLayer.slot`); a batch that drops finished rows captures again at its
-new size.
+a slot held in a tensor (`PreallocLayer.slot`); a batch whose rows finish keeps its graph until they fit
+the next smaller power of two (`bucket_rows`), the step computing padding rows behind them, then captures
+again at that size.
 """
 
 from __future__ import annotations
@@ -224,6 +225,13 @@ def _prealloc_layer_class():
         def batch_select_indices(self, indices) -> None:
             self._rebuild(lambda t: t.index_select(0, indices))
 
+        def batch_compact(self, indices) -> None:
+            """Rows `indices` moved to the front of the same buffers, whose addresses a CUDA graph holds; the
+            rows behind them keep what they held."""
+            if self.is_initialized:
+                self._k[: len(indices)] = self._k.index_select(0, indices)
+                self._v[: len(indices)] = self._v.index_select(0, indices)
+
     return PreallocLayer
 
 
@@ -240,6 +248,17 @@ def make_cache(config, capacity: int):
 
 
 DECODE_MODES = ("auto", "graph", "static", "dynamic", "lean")
+
+
+def kv_cache_room(free: int, total: int, *, reserved: int, allocated: int, share: float) -> float:
+    """Bytes a GPU generation batch may take: the card's `free` memory (cudaMemGetInfo, of `total`) and the
+    blocks torch's allocator holds with no tensor in them (`reserved` less `allocated`: in a train job, the
+    step's freed activations and gradients), which it hands out again before asking the card; where jobs share
+    the card, within this job's slice, which caps what the allocator reserves (hardex.devices.hold_to_share).
+    Counting those blocks as used split a 14B preset's rollouts in two batches every step (issue 64, G2)."""
+    cached_free = max(reserved - allocated, 0)
+    slice_bytes = total * allocator_fraction(share, total)
+    return max(0.0, min(free + cached_free, slice_bytes - allocated))
 
 
 class HFGenerator:
@@ -370,10 +389,9 @@ class HFGenerator:
             heads = getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
             head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
             per_token = 2 * cfg.num_hidden_layers * heads * head_dim * self._torch.finfo(self.dtype).bits // 8
-            free, total = self._torch.cuda.mem_get_info(self.device)
-            # where jobs share the card, this one's slice (hardex.devices.hold_to_share caps the allocator there)
-            slice_bytes = total * allocator_fraction(gpu_share(), total)
-            free = min(free, slice_bytes - self._torch.cuda.memory_reserved(self.device))
+            cuda = self._torch.cuda
+            free = kv_cache_room(*cuda.mem_get_info(self.device), reserved=cuda.memory_reserved(self.device),
+                                 allocated=cuda.memory_allocated(self.device), share=gpu_share())
             return max(1, min(budget, int(0.7 * free / per_token)))
         except Exception:  # an unusual config: keep the configured budget
             return budget
@@ -496,7 +514,7 @@ class HFGenerator:
             mode = self._decode_mode(cache, config)
             step = None
             if mode != "dynamic":  # the lean step is built from this batch's weights (adapters merged)
-                step = StaticDecodeStep(model, cache, attn, width, graph=mode == "graph",
+                step = StaticDecodeStep(model, cache, attn, width, graph=mode == "graph", buckets=mode != "lean",
                                         lean=LeanDecodeStep(model, one_token_attention) if mode == "lean" else None)
             buffers = SamplerBuffers()
             row = torch.arange(n_rows, device=dev)  # original row of each batch row
@@ -522,12 +540,13 @@ class HFGenerator:
                             break
                         if n_batch - n_alive >= self.drop_fraction * n_batch:
                             keep = alive.nonzero().squeeze(-1)
-                            cache.batch_select_indices(keep)
+                            if step is not None:  # it moves the cache's rows itself: padded to its bucket
+                                step.select(keep)
+                            else:
+                                cache.batch_select_indices(keep)
                             attn, next_pos, row, nxt = attn[keep], next_pos[keep], row[keep], nxt[keep]
                             alive = alive[keep]
                             n_batch = n_alive
-                            if step is not None:
-                                step.select(keep)
                 self._record(n_batch, 1, width + t + 1)
                 if step is not None:
                     logits = step(nxt, next_pos, width + t)
@@ -548,6 +567,14 @@ class HFGenerator:
             self.shapes.append((rows, tokens, positions))
 
 
+def bucket_rows(rows: int, first: int) -> int:
+    """The rows a fixed-shape step computes while `rows` of a batch that began with `first` are left: the
+    smallest power of two that holds them, at most `first`. A batch then captures a graph at most
+    1 + ceil(log2(first)) times as its rows finish, not at every new size (8-19 captures a batch on a real model,
+    each a synchronize and a cache flush: issue 64, G3)."""
+    return min(first, 1 << max(rows - 1, 0).bit_length())
+
+
 class StaticDecodeStep:
     """One decode step of fixed shapes over a preallocated cache, replayed from a CUDA graph when `graph`, run by
     `lean` (a LeanDecodeStep) instead of the model's forward when given.
@@ -556,13 +583,22 @@ class StaticDecodeStep:
     attention mask covers the whole cache: the prompt's tokens (left padding masked) and each new token's slot
     from the step that writes it. The first call at a batch size runs the step eagerly on a side stream (CUDA's
     warm-up) and captures it; later calls copy their inputs in and replay. `select` keeps some rows (finished
-    rows leave the batch): the cache's buffers move, so the next call captures again. A capture that fails (an
-    architecture whose forward synchronises with the host) leaves the step eager, with one warning.
+    rows leave the batch). With `buckets` the step computes `bucket_rows` rows, the real ones first and padding
+    behind them (rows that finished or copies of a real one: attention and the MLP never mix rows, so padding
+    changes no real row's logits); within a bucket the kept rows move inside the same buffers and the graph
+    stays, below it the buffers shrink and the next call captures again. Without (the lean step on a CPU,
+    where padded rows would cost their arithmetic) every new size is exact.
+
+    A capture that fails at some rows (out of memory in the graph's pool; an architecture whose forward
+    synchronises with the host fails at every size) is retried at the next smaller bucket: that model's steps
+    above it run eagerly, one warning each time, and graphs are dropped for the model once a capture of one row
+    fails (issue 64, G10).
     """
 
-    failed_captures: set[str] = set()
+    failed_captures: set[str] = set()  # models decoding without graphs in this process
+    capture_limits: dict[str, int] = {}  # a model's largest step to capture, below a capture that failed
 
-    def __init__(self, model, cache, attn, width: int, graph: bool, lean=None):
+    def __init__(self, model, cache, attn, width: int, graph: bool, lean=None, buckets: bool = True):
         import torch
 
         self.torch, self.model, self.cache, self.graph_wanted, self.lean = torch, model, cache, graph, lean
@@ -573,17 +609,29 @@ class StaticDecodeStep:
         self.slot = torch.zeros(1, dtype=torch.long, device=dev)
         for layer in cache.layers:
             layer.slot = self.slot
+        self.first = attn.shape[0] if buckets else None
+        self.captures = 0  # graphs captured over this step's batch
         self._new_batch(attn.shape[0])
 
     def _new_batch(self, rows: int) -> None:
         torch = self.torch
+        self.rows = rows
         self.ids = torch.zeros((rows, 1), dtype=torch.long, device=self.valid.device)
         self.pos = torch.zeros((rows, 1), dtype=torch.long, device=self.valid.device)
         self.graph, self.logits = None, None
 
     def select(self, keep) -> None:
-        self.valid = self.valid.index_select(0, keep)
-        self._new_batch(len(keep))
+        """Keep rows `keep` of the batch, in this order, and move the cache's rows with them."""
+        rows = len(keep) if self.first is None else bucket_rows(len(keep), self.first)
+        if rows == self.rows:  # the same buffers: a captured graph replays on
+            for layer in self.cache.layers:
+                layer.batch_compact(keep)
+            self.valid[: len(keep)] = self.valid.index_select(0, keep)
+            return
+        padded = self.torch.cat([keep, keep[-1:].expand(rows - len(keep))])  # copies of a real row
+        self.cache.batch_select_indices(padded)
+        self.valid = self.valid.index_select(0, padded)
+        self._new_batch(rows)
 
     def _forward(self):
         self.valid.index_fill_(1, self.slot, True)
@@ -593,29 +641,53 @@ class StaticDecodeStep:
                           past_key_values=self.cache, use_cache=True).logits[:, -1, :]
 
     def __call__(self, tokens, positions, slot: int):
-        torch = self.torch
-        self.ids.copy_(tokens[:, None])
-        self.pos.copy_(positions[:, None])
+        n = tokens.shape[0]
+        self.ids[:n, 0].copy_(tokens)
+        self.pos[:n, 0].copy_(positions)
         self.slot.fill_(slot)
+        return self._step()[:n]
+
+    def _step(self):
         if self.graph is not None:
             self.graph.replay()
             return self.logits
         name = type(self.model).__name__
-        if not self.graph_wanted or name in self.failed_captures:
+        too_large = self.rows > self.capture_limits.get(name, self.rows)  # a capture this size failed
+        if not self.graph_wanted or name in self.failed_captures or too_large:
             return self._forward()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):  # the warm-up is this step, computed for real
-            logits = self._forward()
-        torch.cuda.current_stream().wait_stream(side)
+        logits = self._warm_up()
         try:
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self.logits = self._forward()
-            self.graph = graph
+            self.graph = self._capture()
+            self.captures += 1
         except RuntimeError as e:
             import warnings
 
-            self.failed_captures.add(name)
-            warnings.warn(f"decoding {name} without a CUDA graph: its capture failed ({e})", stacklevel=2)
+            self.graph, self.logits = None, None
+            below = 1 << ((self.rows - 1).bit_length() - 1) if self.rows > 1 else 0  # the next smaller bucket
+            if below:
+                self.capture_limits[name] = below
+                warnings.warn(f"the CUDA graph of {name}'s decode step failed to capture at {self.rows} rows ({e}): "
+                              f"its steps of more than {below} rows decode without a graph, smaller ones capture",
+                              stacklevel=3)
+            else:
+                self.failed_captures.add(name)
+                warnings.warn(f"decoding {name} without a CUDA graph: its capture failed at every size down to one "
+                              f"row ({e})", stacklevel=3)
         return logits
+
+    def _warm_up(self):
+        """This step computed eagerly on a side stream, as CUDA asks before a capture: its logits."""
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            logits = self._forward()
+        torch.cuda.current_stream().wait_stream(side)
+        return logits
+
+    def _capture(self):
+        """The step captured as a CUDA graph, its output in `logits`."""
+        graph = self.torch.cuda.CUDAGraph()
+        with self.torch.cuda.graph(graph):
+            self.logits = self._forward()
+        return graph
