@@ -12,13 +12,13 @@ rule evaluate_base:
         layout.TIMINGS["evaluate_base"]
     conda:
         GENERATION_ENV
-    threads: EVALUATE_THREADS
+    threads: EVALUATE_BASE_JOB.threads
     resources:
-        gpu=GENERATION_JOB_GPU,
-        mem_mb=job_mem_mb("evaluate"),
-        runtime=evaluate_base_runtime,
+        gpu=EVALUATE_BASE_JOB.gpu,
+        mem_mb=EVALUATE_BASE_JOB.mem_mb,
+        runtime=EVALUATE_BASE_JOB.runtime,
     params:
-        model=model_params,
+        model=lambda w: model_settings(config, w.model),
         benchmarks=base_benchmark_params,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         eval_seed=config["evaluation"]["seed"],
@@ -47,13 +47,13 @@ rule evaluate_run:
     priority: 1
     conda:
         GENERATION_ENV
-    threads: EVALUATE_THREADS
+    threads: EVALUATE_RUN_JOB.threads
     resources:
-        gpu=GENERATION_JOB_GPU,
-        mem_mb=job_mem_mb("evaluate"),
-        runtime=evaluate_run_runtime,
+        gpu=EVALUATE_RUN_JOB.gpu,
+        mem_mb=EVALUATE_RUN_JOB.mem_mb,
+        runtime=EVALUATE_RUN_JOB.runtime,
     params:
-        model=model_params,
+        model=lambda w: model_settings(config, w.model),
         benchmarks=eval_benchmark_params,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         eval_seed=config["evaluation"]["seed"],

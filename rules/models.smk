@@ -13,11 +13,11 @@ rule build_model:
         model=one_of(made_by("build_model")),
     conda:
         "../envs/generation.yaml"
-    threads: MODEL_JOB_THREADS
+    threads: MODEL_JOB.threads
     resources:
-        gpu=MODEL_JOB_GPU,
-        mem_mb=model_mem_mb,
-        runtime=model_runtime,
+        gpu=MODEL_JOB.gpu,
+        mem_mb=MODEL_JOB.mem_mb,
+        runtime=MODEL_JOB.runtime,
     params:
         arch=lambda w: config["models"][w.model]["build"]["arch"],
         warmstart=lambda w: config["models"][w.model]["build"]["warmstart"],
@@ -41,10 +41,10 @@ rule convert_model:
         model=one_of(made_by("convert_model")),
     conda:
         "../envs/generation.yaml"
-    threads: MODEL_JOB_THREADS
+    threads: MODEL_JOB.threads
     resources:
-        mem_mb=model_mem_mb,
-        runtime=model_runtime,
+        mem_mb=MODEL_JOB.mem_mb,
+        runtime=MODEL_JOB.runtime,
     params:
         gguf=lambda w: config["models"][w.model]["gguf"],
         # the file by its content, not as an input: a reinstall (newer, elsewhere) converts nothing again

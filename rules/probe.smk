@@ -15,13 +15,13 @@ rule probe:
         task=one_of(PROBED_TASKS),
     conda:
         GENERATION_ENV
-    threads: PROBE_THREADS
+    threads: PROBE_JOB.threads
     resources:
-        gpu=GENERATION_JOB_GPU,
-        mem_mb=job_mem_mb("probe"),
-        runtime=probe_runtime,
+        gpu=PROBE_JOB.gpu,
+        mem_mb=PROBE_JOB.mem_mb,
+        runtime=PROBE_JOB.runtime,
     params:
-        model=model_params,
+        model=lambda w: model_settings(config, w.model),
         family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         settings=lambda w: probe_settings(config, w.task),

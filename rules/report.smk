@@ -26,7 +26,7 @@ rule report_tables:
         subsets=SUBSET_FILES,
         overlaps=OVERLAP_FILES,
         reference=REFERENCE_FILE,
-        benchmark_data=[data_file(b) for b in RESCORING["benchmarks"]],
+        benchmark_data=[layout.data_file(b) for b in RESCORING["benchmarks"]],
     output:
         [table_output(name, title) for name, title in TABLES.items()],
         every(layout.TABLE, name=list(TABLES), ext=["md", "csv", "tex"]),

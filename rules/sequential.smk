@@ -1,5 +1,5 @@
 # A sequential design (seeds: {first, batch, max}): a look after each batch of seeds decides which runs
-# train the next (common.smk's design section, hardex.report.looks). Without a design nothing here runs.
+# train the next (hardex.study_runs, hardex.report.looks). Without a design nothing here runs.
 localrules:
     sequential_look,
     sequential_verdicts,

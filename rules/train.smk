@@ -18,20 +18,20 @@ rule train:
         layout.TIMINGS["train"]
     conda:
         training_env
-    threads: train_threads
+    threads: TRAIN_JOB.threads
     resources:
-        gpu=train_gpus,
-        mem_mb=job_mem_mb("train"),
-        runtime=train_runtime,
+        gpu=TRAIN_JOB.gpu,
+        mem_mb=TRAIN_JOB.mem_mb,
+        runtime=TRAIN_JOB.runtime,
         # read by the job (hardex.job.job_log): a retry of a reward hook's error stops at once
         attempt=lambda wildcards, attempt: attempt,
     params:
-        model=model_params,
+        model=lambda w: model_settings(config, w.model),
         family=pool_family,
         scoring=lambda w: config["tasks"][w.task]["scoring"],
         # with the task's prompt and reward hook where set (hardex.settings.run_grpo_settings)
         grpo=lambda w: run_grpo_settings(config, w.model, w.strategy, w.task),
-        allow_unlearnable=allows_unlearnable,
+        allow_unlearnable=lambda w: unlearnable_allowed(config, w.strategy),
         run_dir=fill(layout.RUN_DIR),
     script:
         "../scripts/train.py"

@@ -80,3 +80,9 @@ def identity(template: str, path: str | Path) -> dict[str, Any]:
 def fill(template: str, **fields: Any) -> str:
     """The template with its fields filled in (the path of one file)."""
     return template.format(**fields)
+
+
+def data_file(ref: str) -> str:
+    """The data file of a 'dataset/split' reference."""
+    dataset, split = ref.split("/", 1)
+    return fill(DATA, dataset=dataset, split=split)

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 
+from hardex import layout
 from hardex.io import file_sha256
 from hardex.learnability import sampling_mismatch
 from hardex.reward_hook import hook_settings
 from hardex.selection import BOUNDARY_STRATEGIES, RunName
 from hardex.sequential import design_of
+from hardex.tasks import get_task
 from hardex.tasks.reasoning_gym import version as rg_version
 from hardex.tasks.rows import DataError, read_local
 
@@ -108,6 +110,21 @@ def seed_design(cfg: dict):
     return design_of({k: v for k, v in seeds.items() if k != "deciding"} if isinstance(seeds, dict) else seeds)
 
 
+def model_settings(cfg: dict, model: str) -> dict:
+    """What identifies a model to its jobs: where from_pretrained finds it (the folder the workflow makes of it,
+    layout.MODEL, else its config path: a hub id or a directory), its chat and its dtype."""
+    m = cfg["models"][model]
+    path = layout.fill(layout.MODEL, model=model) if m["path"] in layout.MADE_BY else m["path"]
+    return {"path": path, "chat": m["chat"], "dtype": m["dtype"]}
+
+
+def unlearnable_allowed(cfg: dict, run_strategy: str) -> bool:
+    """Whether a run may train on a subset without a learnable example: it is listed in
+    selection.allow_unlearnable, or it is a control of a strategy listed there (the same subset)."""
+    allowed, run = cfg["selection"]["allow_unlearnable"], RunName.parse(run_strategy)
+    return run_strategy in allowed or (run.control is not None and run.strategy in allowed)
+
+
 def trained_run_dirs(cfg: dict, run_strategies: list[str], seeds: list[int],
                      root: Path = Path("results/train")) -> dict[Path, dict]:
     """The run folders already under `root` (results/train/<model>/<task>/<strategy>/seed<N>) that this config
@@ -147,6 +164,26 @@ def decodings(cfg: dict) -> dict[str, dict]:
     refs = {b for t in cfg["tasks"].values() for b in t["benchmarks"]}
     ev = cfg["evaluation"]
     return {r: _merge(ev["decoding"], ev["overrides"].get(r)) for r in sorted(refs)}
+
+
+def benchmark_settings(cfg: dict, task: str, base: bool = False) -> list[dict]:
+    """What an evaluate job's params carry of each benchmark of the task: its ref, family and decoding (with
+    `greedy` under evaluation.greedy: a greedy sample beside the sampled ones), the task's prompt where set
+    (task_prompt) and the version of a verifier package that scores the family (reasoning-gym), so that an
+    upgrade evaluates again; each key absent where unset, so that older results keep their params. `base`: the
+    base model's, evaluation.base_pass_k samples on the task's first benchmark (its pass@k at large k)."""
+    decoding, prompt, ev = decodings(cfg), task_prompt(cfg, task), cfg["evaluation"]
+    benchmarks = []
+    for ref in cfg["tasks"][task]["benchmarks"]:
+        family = split_spec(cfg, ref)["family"]
+        version = get_task(family).scorer_version
+        benchmarks.append({"ref": ref, "family": family,
+                           "decoding": decoding[ref] | ({"greedy": True} if ev["greedy"] else {})}
+                          | ({"prompt": prompt} if prompt else {})
+                          | ({"scorer_version": version} if version else {}))
+    if base and ev["base_pass_k"] is not None:
+        benchmarks[0]["decoding"] = {**benchmarks[0]["decoding"], "n_samples": ev["base_pass_k"]}
+    return benchmarks
 
 
 def imported_rates(cfg: dict) -> dict[str, str]:
