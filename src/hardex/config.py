@@ -226,9 +226,9 @@ def _cross_checks(cfg: dict) -> None:
                                   f"tasks.{task}.allow_overlap)")
             if (same := _same_local_file(datasets, tcfg["pool"], b)) and not tcfg.get("allow_overlap"):
                 raise ConfigError(f"tasks.{task}.benchmarks[{i}]: {b!r} reads the same file as the task's pool "
-                                  f"{tcfg['pool']!r} ({same}), all of its rows: its gain would be measured on the "
+                                  f"{tcfg['pool']!r} ({same}), the same rows: its gain would be measured on the "
                                   f"questions it trains on; name a held-out file, or keep disjoint rows of it in each "
-                                  f"split (rows or ids)")
+                                  f"split (rows, ids, or start and stop)")
     _check_reasoning_gym(cfg)
     _check_split_fields(datasets)
     _check_local_splits(datasets)
@@ -437,17 +437,19 @@ def _made_split_cached(family: str, spec_json: str, stamps: tuple) -> pl.DataFra
 
 
 def _same_local_file(datasets: dict, pool: str, benchmark: str) -> str | None:
-    """The local file a pool and a benchmark both read whole (the same bytes, under one name or two; neither keeps
-    listed rows or ids), or None. The overlap job would stop it too, but only after the data jobs ran."""
-    digests = []
+    """The local file a pool and a benchmark both read alike (the same bytes, under one name or two, and the same
+    family and row selection: no start, stop, rows, ids or filter of their own), or None. The overlap job would
+    stop it too, but only after the data jobs ran."""
+    read = []
     for ref in (pool, benchmark):
         ds, split = ref.split("/", 1)
         spec = datasets[ds]["splits"][split]
-        if spec.get("rows") or spec.get("ids") or not (files := split_files({"file": spec.get("file")})):
+        if not (files := split_files({"file": spec.get("file")})):
             return None
-        digests.append((files[0], file_sha256(files[0])))
-    (pool_file, a), (_, b) = digests
-    return pool_file if a == b else None
+        selection = {k: v for k, v in spec.items() if k not in ("file", "split")}  # `split` names a hub split only
+        read.append((files[0], file_sha256(files[0]), datasets[ds]["family"], selection))
+    (pool_file, *pool_read), (_, *benchmark_read) = read
+    return pool_file if pool_read == benchmark_read else None
 
 
 def _check_local_splits(datasets: dict) -> None:

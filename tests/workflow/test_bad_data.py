@@ -175,7 +175,7 @@ def test_a_benchmark_that_reads_the_pools_file_is_refused_at_planning(tmp_path):
         res = snakemake(tmp_path, "-n", "--cores", "1")
         assert res.returncode != 0, res.stdout[-3000:]
         assert (f"hardex: config error: tasks.mine.benchmarks[0]: 'mine/test' reads the same file as the task's pool "
-                f"'mine/pool' ({pool}), all of its rows") in res.stderr, res.stderr[-3000:]
+                f"'mine/pool' ({pool}), the same rows") in res.stderr, res.stderr[-3000:]
     # one file kept in disjoint rows by pool and test: planned
     cfg["datasets"]["mine"]["splits"] = {"pool": {"file": str(pool), "rows": list(range(30))},
                                          "test": {"file": str(pool), "rows": list(range(30, 40))}}
