@@ -557,13 +557,14 @@ def test_a_run_past_its_fixed_decaying_schedule_is_refused(tmp_path, smoke_confi
 # ---- a run held to its job's runtime limit (issue 64, item 2) ----
 
 
-def paced(seconds: float, enforced: bool = True):
-    """A job's limit of `seconds` from now, estimated at an H100's stated peaks and 0.01 s a step."""
+def paced(seconds: float, enforced: bool = True, started_ago: float = 0.0):
+    """A job's limit of `seconds` from a start `started_ago` seconds back, estimated at an H100's stated peaks and
+    0.01 s a step."""
     import time
 
     from hardex.time_limit import TimeLimit
 
-    return TimeLimit(seconds, time.time(), enforced, planned_step=0.01,
+    return TimeLimit(seconds, time.time() - started_ago, enforced, planned_step=0.01,
                      rates={"name": "H100", "tflops": 989.0, "hbm_gbps": 3350.0}, runtime_min=60)
 
 
@@ -573,9 +574,11 @@ def test_a_run_that_cannot_finish_within_its_limit_stops_after_its_second_step_n
 
     messages = []
     run_dir = tmp_path / "run"
+    # a job already 5 s into its 1 s limit: past it whatever the steps take (where TRL is imported already, a
+    # fresh job's set-up and two tiny steps can take under a second: the suite once trained through)
     with pytest.raises(OutOfTime) as err:
         train_grpo(str(tiny_model), rows(), lambda c, a, p: 1.0, grpo, 0, run_dir, run_dir / "final",
-                   run_dir / "steps.parquet", log=messages.append, time_limit=paced(1.0))
+                   run_dir / "steps.parquet", log=messages.append, time_limit=paced(1.0, started_ago=5.0))
     (line,) = [m for m in messages if str(m).startswith("[hardex] at ")]
     assert re.fullmatch(r"\[hardex\] at [\d.]+ s a step, 2 steps take about [\d.]+ (s|min) \([\d.]+ s run so far\) "
                         r"against the job's limit of 1\.0 s", line)
