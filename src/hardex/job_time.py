@@ -394,11 +394,6 @@ class StageHours:
     hours: float | None
 
 
-def _data_path(ref: str) -> str:
-    dataset, split = ref.split("/", 1)
-    return layout.fill(layout.DATA, dataset=dataset, split=split)
-
-
 def _hours(seconds: list[float | None], gpus: int) -> float | None:
     return None if any(s is None for s in seconds) else sum(seconds) * gpus / 3600
 
@@ -414,19 +409,19 @@ def gpu_hours(cfg: dict, model: str, benchmarks: Callable[[str, bool], list[dict
     tasks = model_tasks(cfg, model)
     runs = [(t, s) for t in tasks for s in run_strategies(cfg)] * len(seed_list(cfg))
     gen_gpus, seeds = generation_gpus(cfg), len(seed_list(cfg))
-    probe = [sampling_seconds(cfg, model, probe_work(cfg, t, _data_path(cfg["tasks"][t]["pool"])))
+    probe = [sampling_seconds(cfg, model, probe_work(cfg, t, layout.data_file(cfg["tasks"][t]["pool"])))
              for t in tasks if probed is None or t in probed]
     train, evaluate = [], []
     for t in tasks:
         bench = benchmarks(t, True)
-        evaluate.append(sampling_seconds(cfg, model, evaluation_work(cfg, bench, [_data_path(b["ref"]) for b in bench],
+        evaluate.append(sampling_seconds(cfg, model, evaluation_work(cfg, bench, [layout.data_file(b["ref"]) for b in bench],
                                                                      seeds)))
     for t, strategy in runs:
-        steps = run_steps_planned(cfg, model, t, strategy, None, _data_path(cfg["tasks"][t]["pool"]))
+        steps = run_steps_planned(cfg, model, t, strategy, None, layout.data_file(cfg["tasks"][t]["pool"]))
         seconds = train_seconds(cfg, model, steps) if steps else None
         train.append(seconds * measured.factor if seconds is not None and measured else seconds)
         bench = benchmarks(t, False)
-        work = evaluation_work(cfg, bench, [_data_path(b["ref"]) for b in bench],
+        work = evaluation_work(cfg, bench, [layout.data_file(b["ref"]) for b in bench],
                                checkpoints(cfg, model, strategy, steps)) if steps else None
         evaluate.append(sampling_seconds(cfg, model, work) if work else None)
     return {"probe": StageHours(len(probe), gen_gpus, _hours(probe, gen_gpus)),
