@@ -63,7 +63,7 @@ def simulated_pool(shape: str, n: int, seed: int) -> np.ndarray:
 
 def sim_outcomes(ids, p, k, seed) -> np.ndarray:
     """Correctness of samples 0..k-1 of each example: keyed uniform < pass rate."""
-    from hardex.generation.hf import stream_key, stream_uniforms
+    from hardex.generation.token_sampler import stream_key, stream_uniforms
 
     keys = [stream_key(seed, i, j) for i in ids for j in range(k)]
     u = stream_uniforms(keys, 1)[:, 0].reshape(len(ids), k)

@@ -96,9 +96,9 @@ def model_architecture(entry: dict) -> tuple[dict | None, str]:
 
 
 def sampling_bytes_per_row(s: Shape, nbytes: int, top_p: float) -> int:
-    """What one row of a decode step's logits and hardex's sampler (generation.hf.sample_tokens) read and write:
-    the model's logits, the float32 probabilities and their cumulative sum; top_p < 1 adds the sorted copy, its
-    int64 indices and the masked copy."""
+    """What one row of a decode step's logits and hardex's sampler (generation.token_sampler.sample_tokens) read
+    and write: the model's logits, the float32 probabilities and their cumulative sum; top_p < 1 adds the sorted
+    copy, its int64 indices and the masked copy."""
     return s.vocab * (nbytes + _sampler_bytes_per_word(top_p))
 
 

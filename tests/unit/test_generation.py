@@ -197,7 +197,8 @@ def test_the_cuda_graph_replays_the_fixed_shape_step_exactly():
         pytest.skip("needs a CUDA GPU (no GPU here; perf/decode_graph_gpu.sh runs it where one is lent)")
     from transformers import AutoTokenizer, Qwen3Config, Qwen3ForCausalLM
 
-    from hardex.generation.hf import HFGenerator, StaticDecodeStep
+    from hardex.generation.hf import HFGenerator
+    from hardex.generation.static_step import StaticDecodeStep
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir())
     torch.manual_seed(0)
@@ -218,7 +219,7 @@ def test_the_cuda_graph_replays_the_fixed_shape_step_exactly():
 # ---- issue 64 G3, G10: graphs captured at bucketed batch sizes; a failed capture retried at a smaller one ----
 
 def test_a_batch_shrinks_through_powers_of_two_from_its_first_size():
-    from hardex.generation.hf import bucket_rows
+    from hardex.generation.static_step import bucket_rows
 
     assert [bucket_rows(n, 96) for n in (96, 65, 64, 33, 32, 17, 5, 2, 1)] == [96, 96, 64, 64, 32, 32, 8, 2, 1]
     assert {bucket_rows(n, 96) for n in range(1, 97)} == {96, 64, 32, 16, 8, 4, 2, 1}  # 1 + ceil(log2 96) sizes
@@ -230,7 +231,7 @@ def fake_graphs(monkeypatch):
     """StaticDecodeStep's CUDA calls on a CPU: the warm-up is the eager step; a "capture" records the step's rows
     (raising where `fail(rows)` says) and returns a graph whose replay runs the step again into the same logits
     tensor, as a replayed graph writes into its captured output. Each model's capture state starts empty."""
-    from hardex.generation.hf import StaticDecodeStep
+    from hardex.generation.static_step import StaticDecodeStep
 
     captured = []  # (step, rows, captured or not)
     state = {"fail": lambda rows: False}
@@ -294,10 +295,10 @@ def test_padding_rows_change_no_real_rows_tokens(eos_gen, monkeypatch):
     made garbage (NaN keys and values, every position unmasked)."""
     import torch
 
-    from hardex.generation import hf
+    from hardex.generation import static_step
 
     exact, _ = decode_as(eos_gen, "static")
-    select = hf.StaticDecodeStep.select
+    select = static_step.StaticDecodeStep.select
 
     def poisoned(step, keep):
         select(step, keep)
@@ -306,11 +307,11 @@ def test_padding_rows_change_no_real_rows_tokens(eos_gen, monkeypatch):
             layer._k[len(keep):] = float("nan")
             layer._v[len(keep):] = float("nan")
 
-    monkeypatch.setattr(hf.StaticDecodeStep, "select", poisoned)
+    monkeypatch.setattr(static_step.StaticDecodeStep, "select", poisoned)
     padded, shapes = decode_as(eos_gen, "static")
     assert padded == exact
     with monkeypatch.context() as m:  # no buckets: every step at its rows
-        m.setattr(hf, "bucket_rows", lambda rows, first: rows)
+        m.setattr(static_step, "bucket_rows", lambda rows, first: rows)
         unpadded, _ = decode_as(eos_gen, "static")
     assert unpadded == exact
     assert any(rows & (rows - 1) for rows, tokens, _ in shapes if tokens == 1)  # real rows with padding behind
@@ -320,7 +321,7 @@ def test_a_failed_capture_is_retried_at_the_next_smaller_bucket(eos_gen, fake_gr
     """Issue 64 G10: a capture that fails at 8 rows or more (out of memory, say) leaves that model's larger steps
     eager and captures the smaller ones, with a warning that says so; graphs are dropped for the model only
     once a capture of one row fails. The tokens stay the fixed-shape step's."""
-    from hardex.generation.hf import StaticDecodeStep
+    from hardex.generation.static_step import StaticDecodeStep
 
     captured, state = fake_graphs
     state["fail"] = lambda rows: rows >= 8
@@ -355,7 +356,7 @@ def test_sampled_tokens_follow_the_distribution():
     """Inverse-CDF sampling with keyed uniforms draws from softmax(logits / T) (and top_p)."""
     import torch
 
-    from hardex.generation.hf import sample_tokens, stream_key, stream_uniforms
+    from hardex.generation.token_sampler import sample_tokens, stream_key, stream_uniforms
 
     logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).repeat(20000, 1)
     u = torch.from_numpy(stream_uniforms([stream_key(0, "x", j) for j in range(20000)], 1)[:, 0]).float()
@@ -371,7 +372,7 @@ def test_the_sampler_takes_rows_in_chunks_and_draws_what_the_whole_batch_would()
     49,152 words) now exist SAMPLE_ROWS rows at a time; each row's token is the one sampling the batch at once gives."""
     import torch
 
-    from hardex.generation.hf import _sample_rows, sample_tokens
+    from hardex.generation.token_sampler import _sample_rows, sample_tokens
     from hardex.generation.sampling import SAMPLE_ROWS
 
     torch.manual_seed(0)

@@ -179,7 +179,7 @@ def test_the_allocators_cached_but_free_blocks_count_as_free_for_rollouts(shared
     # a fourth of 80 less the 0.5 GiB context is 19.5 GiB; the weights' 2 hold the rest: 17.5, not 19.5 - 10
     assert gen.effective_token_budget() == int(0.7 * 17.5 * gib / LLAMA_KV_PER_TOKEN)
 
-    from hardex.generation.hf import kv_cache_room
+    from hardex.generation.kv_cache import kv_cache_room
 
     # a card of its own: 40 GiB free on the card and 20 cached in blocks no tensor holds, not the card's 40 alone
     assert kv_cache_room(40 * gib, 80 * gib, reserved=30 * gib, allocated=10 * gib, share=1.0) == 60 * gib

@@ -84,7 +84,7 @@ def test_auto_decodes_by_the_lean_step_on_a_cpu_and_by_transformers_elsewhere(mo
     import transformers
 
     from hardex.generation import lean_step
-    from hardex.generation.hf import make_cache
+    from hardex.generation.kv_cache import make_cache
 
     steps = []
     real = lean_step.LeanDecodeStep.__call__
@@ -112,7 +112,7 @@ def test_a_lora_adapter_is_merged_into_the_weights_and_disabled_for_the_base_mod
     from peft import LoraConfig, get_peft_model
 
     from hardex.generation.decode_attention import decode_attention, one_token_attention
-    from hardex.generation.hf import make_cache
+    from hardex.generation.kv_cache import make_cache
     from hardex.generation.lean_step import LeanDecodeStep, adapters_merged, lean_unsupported
 
     torch.manual_seed(0)

@@ -25,33 +25,26 @@
 On a CPU (`decode="auto"`) a LoRA adapter is merged into the weights for each batch instead of adding two more
 matmuls per projection, and the Llama family decodes by hardex.generation.lean_step's step: the same arithmetic
 as transformers' forward without its per-layer wrapping. On a GPU the decode step is replayed from a captured
-CUDA graph: a small model's step
-is about a thousand kernels of a few microseconds each, and launching them from Python kept the card
-idle most of the time (docs/gpu-runs.md). A graph needs fixed shapes and addresses, so that step
-attends over the whole preallocated cache under a mask of the filled positions and writes its keys at
-a slot held in a tensor (`PreallocLayer.slot`); a batch whose rows finish keeps its graph until they fit
-the next smaller power of two (`bucket_rows`), the step computing padding rows behind them, then captures
-again at that size.
+CUDA graph (hardex.generation.static_step), over a KV cache allocated once per batch
+(hardex.generation.kv_cache); the random streams and the sampler are hardex.generation.token_sampler's.
 """
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
 
-import numpy as np
-
 from hardex.generation.decode_attention import (NAME as decode_attention_name, decode_attention,
                                                 one_token_attention)
+from hardex.generation.kv_cache import kv_cache_room, make_cache, prealloc_layer_class
 from hardex.generation.lean_step import LeanDecodeStep, adapters_merged, lean_unsupported
-from hardex.generation.sampling import SAMPLE_ROWS, Sampling
+from hardex.generation.sampling import Sampling
+from hardex.generation.static_step import StaticDecodeStep
+from hardex.generation.token_sampler import SamplerBuffers, sample_tokens, stream_key, stream_uniforms
 from hardex.models import encode_prompt
-from hardex.devices import allocator_fraction, gpu_share, pick_device
+from hardex.devices import gpu_share, pick_device
 from hardex.precision import resolve_precision, torch_dtype
-
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def pick_dtype(dtype: str, device: str):
@@ -63,88 +56,6 @@ def pick_dtype(dtype: str, device: str):
     if dtype == "auto":
         return torch_dtype(resolve_precision("auto", use_cpu=not str(device).startswith("cuda")))
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
-
-
-def stream_key(seed: int, key: str, sample: int) -> int:
-    """64-bit key of the random stream of sample `sample` of the example `key` under `seed`."""
-    h = hashlib.sha256(f"{int(seed)}\x1f{key}\x1f{int(sample)}".encode()).digest()
-    return int.from_bytes(h[:8], "little")
-
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    x = x + _GOLDEN
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def stream_uniforms(keys: list[int], steps: int) -> np.ndarray:
-    """Uniforms in (0, 1), shape (len(keys), steps): entry [i, t] depends on keys[i] and t only."""
-    with np.errstate(over="ignore"):
-        base = np.asarray(keys, dtype=np.uint64)[:, None]
-        t = np.arange(1, steps + 1, dtype=np.uint64)[None, :]
-        z = _splitmix64(base ^ _splitmix64(t * _GOLDEN))
-    return ((z >> np.uint64(11)).astype(np.float64) + 0.5) / float(2**53)
-
-
-def sample_tokens(logits, u, temperature: float, top_p: float, buffers: "SamplerBuffers | None" = None):
-    """One token per row by inverse-CDF sampling with the given uniforms (greedy if temperature 0).
-
-    Row i's token depends only on row i's logits and u[i], so rows are sampled SAMPLE_ROWS at a time: the
-    same tokens, with float32 copies of a few hundred rows at most instead of the whole batch's. top_p keeps
-    the smallest set of most likely tokens whose mass reaches top_p (ties in probability kept in vocabulary
-    order). `buffers` (a decode loop's SamplerBuffers) holds those copies from one step to the next.
-    """
-    import torch
-
-    if temperature == 0:
-        return logits.argmax(-1)
-    if logits.shape[0] > SAMPLE_ROWS:
-        return torch.cat([_sample_rows(logits[i : i + SAMPLE_ROWS], u[i : i + SAMPLE_ROWS], temperature, top_p,
-                                       buffers) for i in range(0, logits.shape[0], SAMPLE_ROWS)])
-    return _sample_rows(logits, u, temperature, top_p, buffers)
-
-
-class SamplerBuffers:
-    """The sampler's two float32 (rows, vocabulary) arrays, allocated once for a decode loop. Allocated anew at
-    every step, 25 MB each for 128 rows of a 49k-word vocabulary, the allocator handed fresh pages back to the
-    system and faulted them in again: the softmax and cumulative sum took three times as long (36 ms a step
-    against 11 at one thread)."""
-
-    def __init__(self):
-        self._a = self._b = None
-
-    def take(self, like):
-        """Two float32 arrays shaped as `like` (rows, vocabulary), views of the ones held where they fit."""
-        import torch
-
-        rows, vocab = like.shape
-        if self._a is None or self._a.shape[0] < rows or self._a.shape[1] != vocab or self._a.device != like.device:
-            self._a = torch.empty((rows, vocab), dtype=torch.float32, device=like.device)
-            self._b = torch.empty_like(self._a)
-        return self._a[:rows], self._b[:rows]
-
-
-def _sample_rows(logits, u, temperature: float, top_p: float, buffers: SamplerBuffers | None = None):
-    import torch
-
-    if buffers is None:
-        scaled, probs = logits.to(torch.float32, copy=True), None
-    else:
-        scaled, probs = buffers.take(logits)
-        scaled.copy_(logits)
-    # divided in place: one float32 copy of the rows' logits instead of two (the same quotients)
-    probs = torch.softmax(scaled.div_(temperature), dim=-1, out=probs)
-    if top_p < 1.0:
-        sp, idx = probs.sort(dim=-1, descending=True, stable=True)
-        cum = sp.cumsum(-1)
-        sp = sp.masked_fill(cum - sp >= top_p, 0.0)
-        cdf = sp.cumsum(-1)
-        j = torch.searchsorted(cdf, (u.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1))
-        return idx.gather(-1, j.clamp_(max=probs.shape[-1] - 1)).squeeze(-1)
-    cdf = torch.cumsum(probs, -1, out=scaled)  # the scaled logits are spent: their array takes the sums
-    j = torch.searchsorted(cdf, (u.to(cdf.dtype) * cdf[:, -1]).unsqueeze(-1))
-    return j.clamp_(max=probs.shape[-1] - 1).squeeze(-1)
 
 
 def release_freed_host_memory() -> None:
@@ -167,98 +78,7 @@ def _malloc_trim():
         return None
 
 
-@cache  # one class: the fixed-shape step checks a cache's layers against it
-def _prealloc_layer_class():
-    """A DynamicLayer that writes into a buffer allocated once for the whole generation instead of
-    concatenating a new tensor every step (DynamicLayer's torch.cat copies the whole cache at each
-    token: a third of the decode time of a small model on CPU)."""
-    from transformers.cache_utils import DynamicLayer
-
-    class PreallocLayer(DynamicLayer):
-        def __init__(self, capacity: int):
-            super().__init__()
-            self.capacity = capacity
-            self.length = 0
-            self.slot = None  # a device tensor of one position: fixed-shape decoding (HFGenerator's static steps)
-
-        def lazy_initialization(self, key_states, value_states) -> None:
-            self.dtype, self.device = key_states.dtype, key_states.device
-            b, h, _, d = key_states.shape
-            # zeros, not empty: the fixed-shape step attends over unwritten positions under a mask, and a masked
-            # weight of 0 times a NaN left in recycled memory is NaN (its tokens depended on the allocator)
-            self._k = key_states.new_zeros((b, h, self.capacity, d))
-            self._v = value_states.new_zeros((b, h, self.capacity, value_states.shape[-1]))
-            self.keys, self.values = self._k[:, :, :0], self._v[:, :, :0]
-            self.is_initialized = True
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            if self.slot is not None:  # a fixed-shape decode step: one token written at the slot, the whole buffers
-                self._k.index_copy_(2, self.slot, key_states)
-                self._v.index_copy_(2, self.slot, value_states)
-                return self._k, self._v
-            end = self.length + key_states.shape[-2]
-            if end > self.capacity:
-                raise RuntimeError(f"KV cache capacity {self.capacity} exceeded")
-            self._k[:, :, self.length : end] = key_states
-            self._v[:, :, self.length : end] = value_states
-            self.length = end
-            self.keys, self.values = self._k[:, :, :end], self._v[:, :, :end]
-            return self.keys, self.values
-
-        def get_seq_length(self) -> int:
-            return self.length
-
-        def _rebuild(self, fn) -> None:
-            # over the whole buffers, unfilled positions too: fn's result is the new buffer, with no temporary of
-            # the filled part to copy in (on a CPU those temporaries fragmented the heap: 0.5 GiB more at the peak
-            # of a 1,200-row batch)
-            if not self.is_initialized:
-                return
-            self._k, self._v = fn(self._k), fn(self._v)
-            self.keys, self.values = self._k[:, :, : self.length], self._v[:, :, : self.length]
-
-        def batch_repeat_interleave(self, repeats: int) -> None:
-            self._rebuild(lambda t: t.repeat_interleave(repeats, dim=0))
-
-        def batch_select_indices(self, indices) -> None:
-            self._rebuild(lambda t: t.index_select(0, indices))
-
-        def batch_compact(self, indices) -> None:
-            """Rows `indices` moved to the front of the same buffers, whose addresses a CUDA graph holds; the
-            rows behind them keep what they held."""
-            if self.is_initialized:
-                self._k[: len(indices)] = self._k.index_select(0, indices)
-                self._v[: len(indices)] = self._v.index_select(0, indices)
-
-    return PreallocLayer
-
-
-def make_cache(config, capacity: int):
-    """A DynamicCache whose full-attention layers are preallocated for `capacity` positions."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    cache = DynamicCache(config=config)
-    layer_cls = _prealloc_layer_class()
-    if cache.layers and all(type(layer) is DynamicLayer for layer in cache.layers):
-        cache.layers = [layer_cls(capacity) for _ in cache.layers]
-    return cache
-
-
 DECODE_MODES = ("auto", "graph", "static", "dynamic", "lean")
-
-
-def kv_cache_room(free: int, total: int, *, reserved: int, allocated: int, share: float) -> float:
-    """Bytes a GPU generation batch may take: the card's `free` memory (cudaMemGetInfo, of `total`) and the
-    blocks torch's allocator holds with no tensor in them (`reserved` less `allocated`: in a train job, the
-    step's freed activations and gradients), which it hands out again before asking the card; where jobs share
-    the card, within this job's slice, which caps what the allocator reserves (hardex.devices.hold_to_share).
-    Counting those blocks as used split a 14B preset's rollouts in two batches every step (issue 64, G2)."""
-    cached_free = max(reserved - allocated, 0)
-    slice_bytes = total * allocator_fraction(share, total)
-    return max(0.0, min(free + cached_free, slice_bytes - allocated))
 
 
 class HFGenerator:
@@ -453,7 +273,7 @@ class HFGenerator:
         if mode == "auto":
             mode = "graph" if self._on_cuda else "lean"
         layers = getattr(cache, "layers", None) or []
-        prealloc = _prealloc_layer_class()
+        prealloc = prealloc_layer_class()
         if not layers or any(type(layer) is not prealloc for layer in layers):
             return "dynamic"
         if mode == "lean":
@@ -565,129 +385,3 @@ class HFGenerator:
         matmuls' shapes: perf/probe_throughput.py times them alone for the bound of a run)."""
         if self.shapes is not None:
             self.shapes.append((rows, tokens, positions))
-
-
-def bucket_rows(rows: int, first: int) -> int:
-    """The rows a fixed-shape step computes while `rows` of a batch that began with `first` are left: the
-    smallest power of two that holds them, at most `first`. A batch then captures a graph at most
-    1 + ceil(log2(first)) times as its rows finish, not at every new size (8-19 captures a batch on a real model,
-    each a synchronize and a cache flush: issue 64, G3)."""
-    return min(first, 1 << max(rows - 1, 0).bit_length())
-
-
-class StaticDecodeStep:
-    """One decode step of fixed shapes over a preallocated cache, replayed from a CUDA graph when `graph`, run by
-    `lean` (a LeanDecodeStep) instead of the model's forward when given.
-
-    Inputs live in tensors the step owns (the tokens, their positions, the slot they are written at), and the
-    attention mask covers the whole cache: the prompt's tokens (left padding masked) and each new token's slot
-    from the step that writes it. The first call at a batch size runs the step eagerly on a side stream (CUDA's
-    warm-up) and captures it; later calls copy their inputs in and replay. `select` keeps some rows (finished
-    rows leave the batch). With `buckets` the step computes `bucket_rows` rows, the real ones first and padding
-    behind them (rows that finished or copies of a real one: attention and the MLP never mix rows, so padding
-    changes no real row's logits); within a bucket the kept rows move inside the same buffers and the graph
-    stays, below it the buffers shrink and the next call captures again. Without (the lean step on a CPU,
-    where padded rows would cost their arithmetic) every new size is exact.
-
-    A capture that fails at some rows (out of memory in the graph's pool; an architecture whose forward
-    synchronises with the host fails at every size) is retried at the next smaller bucket: that model's steps
-    above it run eagerly, one warning each time, and graphs are dropped for the model once a capture of one row
-    fails (issue 64, G10).
-    """
-
-    failed_captures: set[str] = set()  # models decoding without graphs in this process
-    capture_limits: dict[str, int] = {}  # a model's largest step to capture, below a capture that failed
-
-    def __init__(self, model, cache, attn, width: int, graph: bool, lean=None, buckets: bool = True):
-        import torch
-
-        self.torch, self.model, self.cache, self.graph_wanted, self.lean = torch, model, cache, graph, lean
-        dev = attn.device
-        capacity = cache.layers[0].capacity
-        self.valid = torch.zeros((attn.shape[0], capacity), dtype=torch.bool, device=dev)
-        self.valid[:, :width] = attn.bool()
-        self.slot = torch.zeros(1, dtype=torch.long, device=dev)
-        for layer in cache.layers:
-            layer.slot = self.slot
-        self.first = attn.shape[0] if buckets else None
-        self.captures = 0  # graphs captured over this step's batch
-        self._new_batch(attn.shape[0])
-
-    def _new_batch(self, rows: int) -> None:
-        torch = self.torch
-        self.rows = rows
-        self.ids = torch.zeros((rows, 1), dtype=torch.long, device=self.valid.device)
-        self.pos = torch.zeros((rows, 1), dtype=torch.long, device=self.valid.device)
-        self.graph, self.logits = None, None
-
-    def select(self, keep) -> None:
-        """Keep rows `keep` of the batch, in this order, and move the cache's rows with them."""
-        rows = len(keep) if self.first is None else bucket_rows(len(keep), self.first)
-        if rows == self.rows:  # the same buffers: a captured graph replays on
-            for layer in self.cache.layers:
-                layer.batch_compact(keep)
-            self.valid[: len(keep)] = self.valid.index_select(0, keep)
-            return
-        padded = self.torch.cat([keep, keep[-1:].expand(rows - len(keep))])  # copies of a real row
-        self.cache.batch_select_indices(padded)
-        self.valid = self.valid.index_select(0, padded)
-        self._new_batch(rows)
-
-    def _forward(self):
-        self.valid.index_fill_(1, self.slot, True)
-        if self.lean is not None:
-            return self.lean(self.ids[:, 0], self.pos[:, 0], self.cache, self.valid[:, None, None, :])
-        return self.model(input_ids=self.ids, attention_mask=self.valid[:, None, None, :], position_ids=self.pos,
-                          past_key_values=self.cache, use_cache=True).logits[:, -1, :]
-
-    def __call__(self, tokens, positions, slot: int):
-        n = tokens.shape[0]
-        self.ids[:n, 0].copy_(tokens)
-        self.pos[:n, 0].copy_(positions)
-        self.slot.fill_(slot)
-        return self._step()[:n]
-
-    def _step(self):
-        if self.graph is not None:
-            self.graph.replay()
-            return self.logits
-        name = type(self.model).__name__
-        too_large = self.rows > self.capture_limits.get(name, self.rows)  # a capture this size failed
-        if not self.graph_wanted or name in self.failed_captures or too_large:
-            return self._forward()
-        logits = self._warm_up()
-        try:
-            self.graph = self._capture()
-            self.captures += 1
-        except RuntimeError as e:
-            import warnings
-
-            self.graph, self.logits = None, None
-            below = 1 << ((self.rows - 1).bit_length() - 1) if self.rows > 1 else 0  # the next smaller bucket
-            if below:
-                self.capture_limits[name] = below
-                warnings.warn(f"the CUDA graph of {name}'s decode step failed to capture at {self.rows} rows ({e}): "
-                              f"its steps of more than {below} rows decode without a graph, smaller ones capture",
-                              stacklevel=3)
-            else:
-                self.failed_captures.add(name)
-                warnings.warn(f"decoding {name} without a CUDA graph: its capture failed at every size down to one "
-                              f"row ({e})", stacklevel=3)
-        return logits
-
-    def _warm_up(self):
-        """This step computed eagerly on a side stream, as CUDA asks before a capture: its logits."""
-        torch = self.torch
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            logits = self._forward()
-        torch.cuda.current_stream().wait_stream(side)
-        return logits
-
-    def _capture(self):
-        """The step captured as a CUDA graph, its output in `logits`."""
-        graph = self.torch.cuda.CUDAGraph()
-        with self.torch.cuda.graph(graph):
-            self.logits = self._forward()
-        return graph

@@ -126,7 +126,7 @@ def _rotate(x, cos, sin):
 
 class LeanDecodeStep:
     """One token per row through every layer, writing keys and values into a preallocated cache
-    (hardex.generation.hf.PreallocLayer) and returning the last position's logits, (rows, vocab).
+    (hardex.generation.kv_cache.PreallocLayer) and returning the last position's logits, (rows, vocab).
 
     HFGenerator runs it inside its fixed-shape step (StaticDecodeStep), which writes each token at a slot and
     attends over the whole buffer under a mask: in bfloat16 a batched matmul copies a view of the filled

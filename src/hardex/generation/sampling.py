@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# rows hardex's sampler (generation.hf.sample_tokens) takes at a time: its float32 copies of the vocabulary stay
-# small (256 rows of a 49k-word vocabulary: 50 MB each) however many rows a batch decodes
+# rows hardex's sampler (generation.token_sampler.sample_tokens) takes at a time: its float32 copies of the
+# vocabulary stay small (256 rows of a 49k-word vocabulary: 50 MB each) however many rows a batch decodes
 SAMPLE_ROWS = 256
 
 
