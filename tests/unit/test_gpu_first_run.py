@@ -9,6 +9,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -270,15 +272,177 @@ def test_the_first_run_check_runs_at_tiny_sizes(tmp_path):
     sys.path.insert(0, str(ROOT / "tools"))
     from first_run_check import CHECKS
 
-    res = subprocess.run(["bash", str(ROOT / "tools" / "gpu-smoke.sh"), "--first-run", "--tiny", "--budget", "900"],
+    res = subprocess.run(["bash", str(ROOT / "tools" / "gpu-smoke.sh"), "--first-run", "--tiny", "--budget", "900",
+                          "--out", str(tmp_path / "out")],
                          capture_output=True, text=True, timeout=900, cwd=ROOT,
                          env={**os.environ, "PYTHON": sys.executable, "GPU_SMOKE_DIR": str(tmp_path),
                               "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache")})
     out = res.stdout
     assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
     results = {line.split()[1]: line.split()[0] for line in out.splitlines() if line.startswith(("PASS", "SKIP", "FAIL"))}
-    assert set(results) == set(CHECKS), out
+    assert list(results) == list(CHECKS), out  # each once, in the plan's order
     assert "FAIL" not in results.values(), out
     # what a CPU runs, it must pass: only ZeRO (CUDA and deepspeed) may skip
     assert {name for name, status in results.items() if status == "SKIP"} <= {"zero3-1proc"}, out
     assert "weights saved in float32" in out and "adapters float32" in out
+    assert "2 jobs of a 1/12 share up together, 2 generating at once" in out  # twelve-shares' code, two of them
+    assert "adapter on" in out  # eval-paper found train-paper's adapter
+    written = (tmp_path / "out" / "first-run.md").read_text()  # what a device command brings back
+    assert all(f"| {name} | {status} |" in written for name, status in results.items())
+    assert "==== train-paper: PASS" in (tmp_path / "out" / "first-run-logs.txt").read_text()
+
+
+# ---- the first-run check's plan (issue 64 item 5): one device command of at most 10 minutes ----
+
+@pytest.fixture
+def first_run():
+    from tests.support import ROOT
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import first_run_check
+
+    return first_run_check
+
+
+class FakeChecks:
+    """Checks that take given seconds on a fake clock (their planned seconds unless told), cut at their limit as
+    run_one cuts them; what each was allowed is kept."""
+
+    def __init__(self, plan, takes=None, seen=None):
+        self.plan, self.takes, self.seen = plan, takes or {}, seen
+        self.now, self.limits = 0.0, {}
+
+    def clock(self) -> float:
+        return self.now
+
+    def run(self, name: str, limit: float) -> dict:
+        if self.seen:
+            self.seen(name)
+        self.limits[name] = limit
+        took = self.takes.get(name, self.plan[name].seconds)
+        self.now += min(took, limit)
+        if took > limit:
+            return {"status": "FAIL", "detail": f"timed out after {limit:.0f} s", "seconds": limit}
+        return {"status": "PASS", "detail": f"{name} ran", "seconds": took, "record": [f"  {name} says"]}
+
+
+def test_the_first_run_check_runs_the_items_checks_in_its_order_the_essential_ones_first(first_run, tmp_path):
+    fake = FakeChecks(first_run.PLAN)
+    report = first_run.Report(None, [])
+    rows = first_run.run_plan(first_run.CHECKS, 10_000, fake.run, report, fake.clock)
+    order = [r["name"] for r in rows]
+    assert order[:3] == ["graph-nccl", "train-paper", "twelve-shares"]  # the quick tests, then the two essential
+    assert order.index("train-paper") < order.index("eval-paper")  # the evaluation reads the train step's adapter
+    rest = ["eval-phi4", "eval-paper", "one-share", "zero3-1proc", "small-train-job"]  # the item's order
+    assert [n for n in order if n in rest] == rest
+    assert set(order[:8]) == set(first_run.ITEM)  # the older checks only after the item's
+    assert all(r["status"] == "PASS" for r in rows)
+
+
+def test_the_items_checks_at_their_planned_seconds_fit_one_device_command(first_run):
+    fake = FakeChecks(first_run.PLAN)
+    rows = first_run.run_plan(first_run.CHECKS, first_run.DEFAULT_BUDGET, fake.run, first_run.Report(None, []),
+                              fake.clock)
+    ran = [r["name"] for r in rows if r["status"] == "PASS"]
+    assert ran[:8] == list(first_run.ITEM)  # every one of the item's runs, none cut
+    assert first_run.STARTUP_S + fake.now <= first_run.COMMAND_S - 30  # installing, the checks and a margin
+    assert all(r["status"] == "SKIP" and "budget is spent" in r["detail"] for r in rows if r["name"] not in ran)
+
+
+def test_the_train_step_has_no_cap_of_its_own_and_leaves_the_twelve_shares_their_time(first_run):
+    """The paper preset's step took 79 s on an H200 and its check timed out at a fixed 200 s cap: now it may take
+    whatever the budget leaves after the twelve shares' planned time."""
+    budget = first_run.DEFAULT_BUDGET
+    fake = FakeChecks(first_run.PLAN, takes={"train-paper": 380})
+    rows = {r["name"]: r for r in first_run.run_plan(first_run.CHECKS, budget, fake.run, first_run.Report(None, []),
+                                                     fake.clock)}
+    assert rows["train-paper"]["status"] == "PASS"
+    graph, twelve = first_run.PLAN["graph-nccl"].seconds, first_run.PLAN["twelve-shares"]
+    assert fake.limits["train-paper"] == budget - graph - twelve.seconds
+    assert rows["twelve-shares"]["status"] == "PASS" and fake.limits["twelve-shares"] >= twelve.seconds
+    skipped = [n for n, r in rows.items() if r["status"] == "SKIP"]
+    assert skipped and all("budget is spent" in rows[n]["detail"] for n in skipped)
+    assert fake.now <= budget
+
+    # a train step that never ends is cut where the twelve shares' time begins, and they still run
+    fake = FakeChecks(first_run.PLAN, takes={"train-paper": 10**6})
+    rows = {r["name"]: r for r in first_run.run_plan(first_run.CHECKS, budget, fake.run, first_run.Report(None, []),
+                                                     fake.clock)}
+    assert rows["train-paper"]["status"] == "FAIL" and "timed out" in rows["train-paper"]["detail"]
+    assert rows["twelve-shares"]["status"] == "PASS" and fake.now <= budget
+
+
+def test_a_check_that_hangs_is_cut_at_its_cap_and_the_next_ones_run(first_run):
+    fake = FakeChecks(first_run.PLAN, takes={"eval-phi4": 10**6})
+    rows = {r["name"]: r for r in first_run.run_plan(first_run.ITEM, 10_000, fake.run, first_run.Report(None, []),
+                                                     fake.clock)}
+    assert rows["eval-phi4"]["status"] == "FAIL" and fake.limits["eval-phi4"] == first_run.PLAN["eval-phi4"].cap
+    assert all(rows[n]["status"] == "PASS" for n in ("eval-paper", "one-share", "small-train-job"))
+
+
+def test_each_checks_line_is_on_disk_when_it_finishes_and_the_summary_can_be_pasted(first_run, tmp_path):
+    """A command cut at its limit brings back what ran: each line is in OUT/first-run.md before the next check
+    starts; at the end, a table for docs/gpu-runs.md."""
+    md = tmp_path / "out" / "first-run.md"
+    done = []
+
+    def seen(name):  # called as each check starts: every earlier one's line is written
+        text = md.read_text()
+        assert all(f"PASS {n} (" in text for n in done), (done, text)
+        done.append(name)
+
+    fake = FakeChecks(first_run.PLAN, seen=seen)
+    report = first_run.Report(tmp_path / "out", ["first-run check, real sizes"])
+    rows = first_run.run_plan(first_run.ITEM, 10_000, fake.run, report, fake.clock)
+    report.write(*first_run.summary(rows, 10_000, "python3 tools/first_run_check.py", "2026-12-07", "one H100"))
+    text = md.read_text()
+    assert done == list(first_run.ITEM)
+    assert "  train-paper says" in text  # what a check prints for the record
+    table = [line for line in text.splitlines() if line.startswith("|")]
+    assert table[0].startswith("| check | result") and len(table) == 2 + len(first_run.ITEM)
+    assert "8 PASS, 0 FAIL, 0 SKIP" in text
+
+
+def test_twelve_shares_with_their_cuda_contexts_fit_the_card(first_run):
+    """Each of twelve jobs is capped at 1/12 of the card less its CUDA context (hardex.devices), so twelve caps
+    and twelve contexts fill the card and no more: an H100 80GB as torch sees it, and as nvidia-smi does."""
+    from hardex.devices import CUDA_CONTEXT_BYTES
+
+    for total in (85_029_158_912, 81559 * 2**20, 143771 * 2**20):  # H100 (torch, nvidia-smi), H200
+        p = first_run.share_plan(12, total)
+        assert p["fits"] and p["full"] <= total
+        assert p["cap"] + CUDA_CONTEXT_BYTES <= total / 12
+        assert total / 12 - (p["cap"] + CUDA_CONTEXT_BYTES) < 12  # the whole twelfth, to rounding
+        assert p["cap"] > 6 * 2**30 if total < 100 * 2**30 else p["cap"] > 11 * 2**30
+    with pytest.raises(ValueError, match="no more than its CUDA context"):
+        first_run.share_plan(12, 4 * 2**30)  # a third of a GiB each: less than a context
+
+
+def test_the_plan_mode_prints_the_order_and_budgets_without_running_anything(tmp_path):
+    from tests.support import ROOT
+
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "first_run_check.py"), "--plan", "--dir",
+                          str(tmp_path / "never")], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    rows = [line.split(" | ") for line in res.stdout.splitlines() if " | " in line][1:]
+    assert [r[0] for r in rows][:3] == ["graph-nccl", "train-paper", "twelve-shares"]
+    assert "(no cap)" in dict((r[0], r[2]) for r in rows)["train-paper"]
+    assert not any("skipped" in r[-1] for r in rows[:8])  # the item's eight fit the default budget
+    assert "12 x (6.14 GiB cap + 0.50 context) = 79.65 of 79.65 GiB" in res.stdout
+    assert not (tmp_path / "never").exists()
+
+
+def test_a_check_cut_at_its_limit_leaves_none_of_its_processes(first_run, tmp_path):
+    """twelve-shares starts processes of its own: cut at its limit, its whole process group goes, so that the
+    next check has the card to itself."""
+    res = first_run.run_one("twelve-shares", 3, tmp_path, ["--tiny"])
+    assert res["status"] == "FAIL" and "timed out after 3 s" in res["detail"]
+    time.sleep(1)
+    left = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if str(tmp_path) in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                left.append(proc.name)
+        except OSError:
+            continue
+    assert not left
