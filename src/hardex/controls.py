@@ -33,6 +33,9 @@ The true reward stays `task_reward`, or a task's reward hook (`tasks.<task>.rewa
 hardex.reward_hook) in its place: the random-reward control then takes its rate from the hook's rewards and the
 shuffled control pays what the hook gives against another example's reference; the format control scores the
 answer's form with the task's own extraction, hook or not. This module imports no stage.
+
+Each control is one record of `REGISTRY` (`Control`: its reward, its log line, its line and marker in the figures,
+the headline's preference, its rows), which every user reads: a new control is a new record.
 """
 
 from __future__ import annotations
@@ -108,18 +111,18 @@ def shuffled_rows(rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str,
 
 
 def control_notices(cfg: dict) -> list[str]:
-    """One line per shuffled control on a choice task (a notice at planning time, never an error): it pays
-    another question's option letter and never the true one, an incorrect-label reward that trains toward
-    wrong options rather than measuring form."""
-    if not cfg["selection"]["controls"].get("shuffled"):
+    """One line per choice task and configured control with a notice for one (`Control.choice_notice`), said at
+    planning time, never an error: the shuffled control pays another question's option letter and never the true
+    one, an incorrect-label reward that trains toward wrong options rather than measuring form."""
+    named = [c for c in REGISTRY.values() if c.choice_notice and cfg["selection"]["controls"].get(c.name)]
+    if not named:
         return []
     lines = []
-    for task, tcfg in cfg["tasks"].items():
-        family = cfg["datasets"][tcfg["pool"].split("/", 1)[0]]["family"]
-        if get_task(family).answer_kind == "choice":
-            lines.append(f"{task}: selection.controls.shuffled on a choice task pays another question's option, "
-                         f"never the right one: it trains toward wrong options (an incorrect-label reward, not a "
-                         f"form control); selection.controls.random_reward or format measure form")
+    for control in named:
+        for task, tcfg in cfg["tasks"].items():
+            family = cfg["datasets"][tcfg["pool"].split("/", 1)[0]]["family"]
+            if get_task(family).answer_kind == "choice":
+                lines.append(f"{task}: selection.controls.{control.name} {control.choice_notice}")
     return lines
 
 
@@ -202,11 +205,10 @@ class RandomReward:
 
 
 def control_rows(control: str | None, rows: list[dict[str, Any]], seed: int) -> tuple[list[dict[str, Any]], str]:
-    """The rows a run trains on: the subset's, with shuffled references for the shuffled control; and a
-    note for the log ("" when there is nothing to say)."""
-    if control == "shuffled":
-        return shuffled_rows(rows, seed)
-    return rows, ""
+    """The rows a run trains on: the subset's, or the control's own (`Control.rows`: shuffled references for the
+    shuffled control); and a note for the log ("" when there is nothing to say)."""
+    rewrite = REGISTRY[control].rows if control is not None else None
+    return rewrite(rows, seed) if rewrite else (rows, "")
 
 
 def task_reward(task, scale: float = 1.0) -> Reward:
@@ -217,18 +219,18 @@ def task_reward(task, scale: float = 1.0) -> Reward:
 
 
 def run_reward(control: str | None, task, scale: float, seed: int = 0, hook: str | None = None) -> Reward:
-    """The reward a run trains with: the format control's, the random-reward control's (its draws seeded by
-    the run `seed`), or the true reward: `task_reward(task, scale)`, or the reward hook `hook` names in its place
+    """The reward a run trains with: its control's (`Control.reward`, the random-reward control's draws seeded by the
+    run `seed`), or the true reward: `task_reward(task, scale)`, or the reward hook `hook` names in its place
     (tasks.<task>.reward, a spec of hardex.reward_hook), which for the shuffled control reads the shuffled
-    references `control_rows` wrote."""
-    if control == "format":
-        return format_reward(task, scale)
-    true_reward = hook_reward(hook, scale) if hook else task_reward(task, scale)
-    if control == "random_reward":
-        return RandomReward(true_reward, scale, seed)
-    if control not in (None, "shuffled"):
+    references `control_rows` wrote. The true reward is built only for a control that calls it (never the format
+    control's: a hook is not loaded for it)."""
+    if control is not None and control not in REGISTRY:
         raise ValueError(f"unknown control {control!r}")
-    return true_reward
+
+    def true_reward() -> Reward:
+        return hook_reward(hook, scale) if hook else task_reward(task, scale)
+
+    return true_reward() if control is None else REGISTRY[control].reward(task, scale, seed, true_reward)
 
 
 @dataclass(frozen=True)
@@ -248,18 +250,96 @@ class RewardSpec:
         return run_reward(self.control, get_task(self.family, self.scoring), self.scale, seed, self.hook)
 
 
+@dataclass(frozen=True)
+class RewardWords:
+    """What a log line says of the true reward a run's reward is made from: its scale, and the task's scorer or the
+    reward hook (`hook`) in its place."""
+
+    scale: float
+    hook: str | None = None
+
+    @property
+    def scorer(self) -> str:
+        return f"the reward hook {self.hook}" if self.hook else "the task's scorer"
+
+    @property
+    def paid(self) -> str:
+        return f"{self.scale:g} x what it returns" if self.hook else f"{self.scale:g} if right, else 0"
+
+    @property
+    def rate(self) -> str:
+        return f"the rate of the reward hook {self.hook}" if self.hook else "the true reward's rate"
+
+
 def reward_line(control: str | None, scale: float, hook: str | None = None) -> str:
-    """What the job's log says about the reward that ran (`hook`: the task's reward hook, where it has one)."""
+    """What the job's log says about the reward that ran (`hook`: the task's reward hook, where it has one): the
+    true reward's line, or its control's (`Control.line`)."""
     # without a hook, the lines as they were: a control run's checkpoints are keyed by its line (scripts/train.py)
-    scorer = f"the reward hook {hook}" if hook else "the task's scorer"
-    paid = f"{scale:g} x what it returns" if hook else f"{scale:g} if right, else 0"
-    rate = f"the rate of the reward hook {hook}" if hook else "the true reward's rate"
-    return {
-        None: f"reward: {scorer} against each example's own reference ({paid})",
-        "shuffled": f"reward: shuffled control, {scorer} against another example's reference "
-                    f"({paid.replace('right', 'it matches')})",
-        "format": f"reward: format control, up to {scale:g} for the answer's form, right or wrong: a half for an "
-                  f"answer the scorer reads, a quarter each for a boxed answer and a completion that ends with it",
-        "random_reward": f"reward: random-reward control, {scale:g} at random with {rate} in each step, whatever "
-                         f"the completion says, else 0",
-    }[control]
+    words = RewardWords(scale, hook)
+    if control is None:
+        return f"reward: {words.scorer} against each example's own reference ({words.paid})"
+    return REGISTRY[control].line(words)
+
+
+@dataclass(frozen=True)
+class Control:
+    """A control (`selection.controls`; its runs `<strategy>_<name>`), everything the library knows of it in one
+    record: what its runs train with, what their logs say, how the report draws them and reads them. A new control
+    is one record in `REGISTRY` (docs/architecture.md, "Extending hardex")."""
+
+    name: str
+    #: (task, scale, run seed, the true reward's builder) -> the reward its runs train with (`run_reward`); the
+    #: builder gives the task's scorer or its reward hook times the scale, called only by a control that uses it
+    reward: Callable[[Any, float, int, Callable[[], Reward]], Reward]
+    #: the train job's log line on its reward (`reward_line`), which also keys its runs' checkpoints: a changed line
+    #: starts them afresh
+    line: Callable[[RewardWords], str]
+    linestyle: Any  # its runs' line in every figure (matplotlib's), beside its strategy's colour
+    marker: str  # and their marker
+    #: the headline reads a strategy against the control that leaves the least beyond it, on a tie the lowest here
+    preference: int
+    #: whether its reward calls the true one: where it does not (format), a task's reward hook is not in its runs'
+    #: settings (settings.run_grpo_settings), so editing the hook does not retrain them
+    calls_true_reward: bool = True
+    #: (the subset's rows, run seed) -> the rows it trains on and a note for the log (`control_rows`), where they are
+    #: not the subset's
+    rows: Callable[[list[dict[str, Any]], int], tuple[list[dict[str, Any]], str]] | None = None
+    #: said at planning where it runs on a choice task (`control_notices`), after "<task>: selection.controls.<name>"
+    choice_notice: str | None = None
+
+
+#: the controls, in the order tables and legends show them (each after its strategy; `selection.CONTROLS` is a view
+#: of these names)
+REGISTRY: dict[str, Control] = {c.name: c for c in (
+    Control(
+        "shuffled",
+        reward=lambda task, scale, seed, true_reward: true_reward(),  # against the references `rows` shuffled
+        line=lambda w: f"reward: shuffled control, {w.scorer} against another example's reference "
+                       f"({w.paid.replace('right', 'it matches')})",
+        linestyle="-.", marker="v", preference=2, rows=shuffled_rows,
+        choice_notice="on a choice task pays another question's option, never the right one: it trains toward "
+                      "wrong options (an incorrect-label reward, not a form control); selection.controls.random_reward "
+                      "or format measure form",
+    ),
+    Control(
+        "format",
+        reward=lambda task, scale, seed, true_reward: format_reward(task, scale),
+        line=lambda w: f"reward: format control, up to {w.scale:g} for the answer's form, right or wrong: a half for "
+                       f"an answer the scorer reads, a quarter each for a boxed answer and a completion that ends with "
+                       f"it",
+        linestyle=(0, (5, 2)), marker="s", preference=1, calls_true_reward=False,
+    ),
+    Control(
+        "random_reward",
+        reward=lambda task, scale, seed, true_reward: RandomReward(true_reward(), scale, seed),
+        line=lambda w: f"reward: random-reward control, {w.scale:g} at random with {w.rate} in each step, whatever "
+                       f"the completion says, else 0",
+        linestyle=":", marker="X", preference=0,
+    ),
+)}
+
+
+def control_preference() -> tuple[str, ...]:
+    """The controls in the order the headline reads them on ties (`Control.preference`): the random reward (no
+    information at the true reward's rate), then format, then shuffled."""
+    return tuple(sorted(REGISTRY, key=lambda name: REGISTRY[name].preference))

@@ -8,9 +8,9 @@ after a tier of `selection.tiers`: ``tier_<name>`` is every pool example whose `
 tier's values, and ``tier_<name>_random`` is its size-matched random control drawn from the whole
 pool. They ignore the budget p and the pass rates; they only read the probe table's `tier` column.
 
-The names are defined here: the strategies', the controls' and a training run's. A run's name (a strategy,
-its online run ``<strategy>_online`` or a control run ``<strategy>_<control>``), which paths, params and
-tables carry, is built and taken apart by `RunName` alone.
+The names are defined here: the strategies' and a training run's (the controls' are the records of
+hardex.controls.REGISTRY). A run's name (a strategy, its online run ``<strategy>_online`` or a control run
+``<strategy>_<control>``), which paths, params and tables carry, is built and taken apart by `RunName` alone.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 import polars as pl
 
+from hardex.controls import REGISTRY as CONTROL_REGISTRY
 from hardex.metrics import expected_mixed
 
 # The strategy names, written here only. Order: as tables and legends show them (paper 1's order).
@@ -38,14 +39,12 @@ FILTER_STRATEGIES = ("band", "learnable")
 BASE_SPLIT_STRATEGIES = ("base_wrong", "base_right", "matched_random", "full")
 STRATEGIES = BUDGET_STRATEGIES + FILTER_STRATEGIES + BASE_SPLIT_STRATEGIES
 #: control runs (`selection.controls`): <strategy>_<control> trains on <strategy>'s subset with a control
-#: reward instead of the true one (hardex.controls): `shuffled` scores against another example's reference
-#: answer, `format` pays for where and how an answer is written, `random_reward` pays at random at the true
-#: reward's rate. Their gain is what form, or any reward at all, buys. (Not `random`: `tier_low_random` is
-#: a strategy.) Order: as tables and legends show them, each after its strategy.
-CONTROLS = ("shuffled", "format", "random_reward")
-#: the control the headline reads a strategy against on ties of the gain beyond (hardex.report.headline): the
-#: random reward (no information at the true reward's rate), then format, then shuffled
-CONTROL_PREFERENCE = CONTROLS[::-1]
+#: reward instead of the true one. Each control is a record of hardex.controls.REGISTRY (its reward, log line, line
+#: style, the headline's preference): `shuffled` scores against another example's reference answer, `format` pays
+#: for where and how an answer is written, `random_reward` pays at random at the true reward's rate. Their gain is
+#: what form, or any reward at all, buys. (Not `random`: `tier_low_random` is a strategy.) A live view of the
+#: registry's names, in its order (as tables and legends show them, each after its strategy).
+CONTROLS = CONTROL_REGISTRY.keys()
 #: a run named <strategy>_online trains on <strategy>'s subset with online filtering (hardex.training)
 _ONLINE = "_online"
 
@@ -111,7 +110,7 @@ def strategy_sort_key(name: str) -> tuple[int, str]:
     run = RunName.parse(name)
     slots = 2 + len(CONTROLS)  # the strategy, its online run, its controls
     if run.strategy in STRATEGIES:
-        slot = 1 if run.online else 2 + CONTROLS.index(run.control) if run.control else 0
+        slot = 1 if run.online else 2 + list(CONTROLS).index(run.control) if run.control else 0
         return (slots * STRATEGIES.index(run.strategy) + slot, "")
     return (slots * len(STRATEGIES), name)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 
 from hardex import layout
+from hardex.controls import REGISTRY as CONTROL_REGISTRY
 from hardex.io import file_sha256
 from hardex.learnability import sampling_mismatch
 from hardex.reward_hook import hook_settings
@@ -91,7 +92,8 @@ def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None
     """One run's grpo settings: the model's, with `online_filtering` for a <strategy>_online run (the key
     is absent otherwise, so that other runs keep the settings, and checkpoints, they had before it). With
     its `task`, also the task's `prompt` and `reward_hook` (the hook's spec and a hash of its file,
-    hardex.reward_hook.hook_settings; a format control, which never calls it, left without) where set."""
+    hardex.reward_hook.hook_settings; a control that never calls it, format's, left without:
+    `Control.calls_true_reward`) where set."""
     run = RunName.parse(run_strategy)
     grpo = grpo_settings(cfg, model)
     if run.online:
@@ -99,7 +101,8 @@ def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None
     if task is not None:
         if prompt := task_prompt(cfg, task):
             grpo["prompt"] = prompt
-        if "reward" in cfg["tasks"][task] and run.control != "format":
+        calls_hook = run.control is None or CONTROL_REGISTRY[run.control].calls_true_reward
+        if "reward" in cfg["tasks"][task] and calls_hook:
             grpo["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
     return grpo
 

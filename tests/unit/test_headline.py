@@ -12,7 +12,8 @@ from hardex.report.gains import gain_table
 from hardex.report.pairwise import pairwise_table
 from hardex.report.runs import run_summary
 from hardex.report.headline import headline_table
-from hardex.selection import CONTROL_PREFERENCE, CONTROLS, RunName
+from hardex.controls import control_preference
+from hardex.selection import CONTROLS, RunName
 from tests.unit.test_controls import results
 
 RANDOM_REWARD = next(c for c in CONTROLS if c.startswith("random"))  # its name is selection's to choose
@@ -140,7 +141,7 @@ def test_a_control_that_did_not_train_does_not_show_a_gain_beyond_it():
 
 
 def test_on_a_tie_the_random_reward_control_is_read_first_then_format():
-    assert CONTROL_PREFERENCE[:3] == (RANDOM_REWARD, "format", "shuffled")
+    assert control_preference()[:3] == (RANDOM_REWARD, "format", "shuffled")
     tie = {c: [6, 6, 6] for c in CONTROLS}
     rows, _ = headline(_controlled(tie), learnable={"full": 50})
     assert rows["full"]["control"] == str(RunName("full", control=RANDOM_REWARD))

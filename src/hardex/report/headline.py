@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from hardex.controls import REGISTRY as CONTROL_REGISTRY
 from hardex.statistics import DIFFERS
-from hardex.selection import CONTROL_PREFERENCE, CONTROLS, RunName
+from hardex.selection import CONTROLS, RunName
 
 # the verdict words the headline and the pairwise table share (pairwise.pair_verdict)
 ONE_SEED = "one seed"  # how a verdict from a bootstrap over test questions starts: no claim across training runs
@@ -54,11 +55,11 @@ def trained(strategy_pct: float | None, control_pct: float | None) -> bool:
 
 def pick_control(row: dict) -> str | None:
     """The control a Table 1 row is read against: of those that ran, the ones that trained (all, if none
-    did), the one against which the gain beyond is smallest (the most conservative), on ties the first of
-    CONTROL_PREFERENCE (hardex.selection)."""
+    did), the one against which the gain beyond is smallest (the most conservative), on ties the one of lowest
+    `preference` (its record in hardex.controls.REGISTRY: controls.control_preference's order)."""
     ran = [c for c in CONTROLS if row.get(f"beyond_{c}") is not None]
     fair = [c for c in ran if trained(row.get("learnable_pct"), row.get(f"learnable_{c}"))] or ran
-    return min(fair, key=lambda c: (row[f"beyond_{c}"], CONTROL_PREFERENCE.index(c)), default=None)
+    return min(fair, key=lambda c: (row[f"beyond_{c}"], CONTROL_REGISTRY[c].preference), default=None)
 
 
 def verdict(row: dict) -> str:

@@ -20,12 +20,13 @@ import matplotlib.ticker  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from hardex.controls import REGISTRY as CONTROL_REGISTRY  # noqa: E402
 from hardex.io import atomic_path  # noqa: E402
 from hardex.metrics import sort_tiers  # noqa: E402
 from hardex.report.dynamics import QUANTITIES  # noqa: E402
 from hardex.report.reference import map_names  # noqa: E402
 from hardex.statistics import confidence_band  # noqa: E402
-from hardex.selection import CONTROLS, STRATEGIES, RunName, strategy_sort_key  # noqa: E402
+from hardex.selection import STRATEGIES, RunName, strategy_sort_key  # noqa: E402
 
 # One colour per strategy in every figure (colour-blind-safe Tableau order, hard = red).
 STRATEGY_COLORS = {"hard": "#d62728", "medium": "#ff7f0e", "easy": "#2ca02c", "random": "#1f77b4",
@@ -49,25 +50,26 @@ def strategy_color(strategy: str, known: Sequence[str] = ()) -> str:
     return _EXTRA_COLORS[(others.index(strategy) if strategy in others else 0) % len(_EXTRA_COLORS)]
 
 
-# a control or online run shares its strategy's colour and is told apart by its line and marker (thin dotted
-# lines are published runs)
-CONTROL_LINESTYLES = {None: "-", "shuffled": "-.", "format": (0, (5, 2)), "random_reward": ":"}
-CONTROL_MARKERS = {None: "o", "shuffled": "v", "format": "s", "random_reward": "X"}
-assert set(CONTROL_LINESTYLES) == set(CONTROL_MARKERS) == {None, *CONTROLS}  # a new control gets its line here
+# a control or online run shares its strategy's colour and is told apart by its line and marker (a control's are its
+# record's, hardex.controls.REGISTRY; thin dotted lines are published runs)
+STRATEGY_LINESTYLE, STRATEGY_MARKER = "-", "o"
 ONLINE_LINESTYLE = (0, (3, 1, 1, 1, 1, 1))  # dash-dot-dot: the strategy's subset, filtered online
 
 
 def strategy_linestyle(strategy: str) -> Any:
-    """A run's line: solid for a strategy, dash-dot-dot for its online run, dash-dot for its shuffled-reward
-    control, dashed for its format control, dotted for its random-reward control."""
+    """A run's line: solid for a strategy, dash-dot-dot for its online run, its control's for a control run
+    (`Control.linestyle`: dash-dot for the shuffled-reward control, dashed for format, dotted for random reward)."""
     run = RunName.parse(strategy)
-    return ONLINE_LINESTYLE if run.online else CONTROL_LINESTYLES[run.control]
+    if run.online:
+        return ONLINE_LINESTYLE
+    return CONTROL_REGISTRY[run.control].linestyle if run.control else STRATEGY_LINESTYLE
 
 
 def strategy_marker(strategy: str) -> str:
-    """A run's marker: a circle for a strategy and its online run, a triangle, square or cross for its
-    shuffled-reward, format and random-reward controls."""
-    return CONTROL_MARKERS[RunName.parse(strategy).control]
+    """A run's marker: a circle for a strategy and its online run, its control's for a control run
+    (`Control.marker`: a triangle, square or cross for the shuffled-reward, format and random-reward controls)."""
+    control = RunName.parse(strategy).control
+    return CONTROL_REGISTRY[control].marker if control else STRATEGY_MARKER
 
 
 def _style(style: dict[str, Any] | None) -> dict[str, Any]:
