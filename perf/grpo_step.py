@@ -45,7 +45,8 @@ def main() -> None:
     ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm]; "
                                                      "hardex-dynamic: hardex's decoding by transformers' forward (generation.decode: dynamic); "
                                                      "hardex-unshared: with TRL's log-probabilities; "
-                                                     "hardex-sdpa: decoding with PyTorch's SDPA at one token)")
+                                                     "hardex-sdpa: decoding with PyTorch's SDPA at one token; "
+                                                     "hardex-uncut: every completion run to the batch's longest)")
     args = ap.parse_args()
     rollouts = args.rollouts.split(",") if args.rollouts else ["trl", "hardex", *(["vllm"] if args.vllm else [])]
     precisions = args.precisions.split(",")
@@ -58,6 +59,7 @@ def main() -> None:
     from hardex import training
     from hardex.controls import task_reward
     from hardex.generation.decode_attention import sdpa_kept
+    from hardex import shared_prefix
     from hardex.shared_prefix import shared_prompt_logps
     from hardex.settings import grpo_settings
     from hardex.precision import training_precision
@@ -98,6 +100,7 @@ def main() -> None:
 
     for name, (owner, attr) in phases.items():
         setattr(owner, attr, timed(name, getattr(owner, attr)))
+    grouped = shared_prefix.length_groups
     runs = []
     for repeat in range(args.repeats):
         for mode in modes:
@@ -114,6 +117,10 @@ def main() -> None:
             unshared = rollout == "trl" or rollout.endswith("-unshared")
             training.shared_prompt_logps = (lambda *a, **k: None) if unshared else shared_prompt_logps
             rollout = rollout.removesuffix("-unshared")
+            # hardex-uncut: the completions in one call, each run to the batch's longest (TRL's width)
+            shared_prefix.length_groups = ((lambda lengths: [list(range(len(lengths)))]) if rollout.endswith("-uncut")
+                                           else grouped)
+            rollout = rollout.removesuffix("-uncut")
             run_cfg["grpo"].update(rollouts=rollout, max_steps=args.steps, save_steps=args.steps,
                                    precision=precision or precisions[0])
             g = grpo_settings(run_cfg, next(iter(cfg["models"])))

@@ -60,7 +60,12 @@ def any_saving(monkeypatch):
     monkeypatch.setattr(shared_prefix, "MIN_SAVED_FLOPS", 0)
 
 
-def test_one_pass_per_prompt_gives_trls_log_probabilities_entropies_and_gradients(any_saving):
+@pytest.mark.parametrize("call_cost", [None, 0], ids=["one-group", "a-group-per-length"])
+def test_one_pass_per_prompt_gives_trls_log_probabilities_entropies_and_gradients(any_saving, call_cost, monkeypatch):
+    """Also with the completions run in groups cut to their longest (call_cost 0: a group per length here)."""
+    from hardex import shared_prefix
+
+    monkeypatch.setattr(shared_prefix, "CALL_COST_TOKENS", shared_prefix.CALL_COST_TOKENS if call_cost is None else 0)
     model = fused_model(temperature=0.7)
     ids, mask = grpo_batch()
     keep = 6
@@ -83,6 +88,58 @@ def test_one_pass_per_prompt_gives_trls_log_probabilities_entropies_and_gradient
     for name, g in ref_grads.items():
         assert g.abs().max() > 0, name
         assert (grads[name] - g).abs().max() <= 1e-4 * g.abs().max() + 1e-6, name
+
+
+def test_completions_run_cut_to_their_groups_longest(any_saving, monkeypatch):
+    """A batch of short completions and two clipped ones: the model computes the short ones' positions only, not
+    the padding to the clipped ones' length, and the log-probabilities are those of one uncut pass."""
+    import torch
+
+    from hardex import shared_prefix
+
+    model = fused_model(temperature=1.0)
+    ids, mask = grpo_batch(groups=2, group_size=8, completion=24)
+    keep = 24
+    mask[:, -keep:] = 0
+    mask[:, -keep : -keep + 3] = 1  # every completion 3 tokens ...
+    mask[[0, 9], -keep:] = 1  # ... but two, clipped at 24
+    positions = []
+    model.model.register_forward_pre_hook(lambda m, a, kw: positions.append(kw["input_ids"].numel()),
+                                          with_kwargs=True)
+    grouped, _ = shared_prompt_logps(model, ids, mask, keep, False, nullcontext, model.config)
+    prompt_pass = positions.pop(0)
+    assert prompt_pass == 2 * (ids.shape[1] - keep - 1)
+    assert sorted(positions) == [14 * 3, 2 * 24]  # two groups: 90 positions, not 16 x 24 = 384
+    monkeypatch.setattr(shared_prefix, "length_groups", lambda lengths: [list(range(len(lengths)))])
+    uncut, _ = shared_prompt_logps(model, ids, mask, keep, False, nullcontext, model.config)
+    scored = mask[:, -keep:].bool()
+    assert torch.allclose(grouped[scored], uncut[scored], atol=1e-5)
+    assert (grouped[~scored] == 0).all()
+
+
+def test_length_groups_computes_the_fewest_positions():
+    """The grouping is the cheapest of all contiguous groupings of the rows sorted by length (brute force), every
+    row in exactly one group; equal lengths stay one call."""
+    import itertools
+    import random
+
+    from hardex.shared_prefix import length_groups
+
+    assert length_groups([7] * 10, call_cost=0) == [list(range(10))]
+    rng = random.Random(0)
+    for _ in range(30):
+        lengths = [rng.choice([1, 2, 5, 9, 30, 48]) for _ in range(rng.randint(1, 8))]
+        cost = rng.choice([0, 4, 64])
+
+        def price(groups):
+            return sum(len(g) * max(lengths[i] for i in g) + cost for g in groups)
+
+        groups = length_groups(lengths, call_cost=cost)
+        assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        best = min(price([order[a:b] for a, b in zip((0, *cuts), (*cuts, len(order)))])
+                   for k in range(len(order)) for cuts in itertools.combinations(range(1, len(order)), k))
+        assert price(groups) == best
 
 
 def test_a_batch_whose_prompts_all_differ_is_left_to_trl(any_saving):
