@@ -16,7 +16,6 @@ from hardex.controls import control_notices
 from hardex.settings import (
     benchmark_settings,
     generation_settings,
-    grpo_settings,
     imported_rates,
     model_settings,
     probe_settings,
@@ -25,6 +24,7 @@ from hardex.settings import (
     sampling_notices,
     seed_design,
     seed_list,
+    select_settings,
     split_source,
     split_spec,
     trained_run_dirs,
@@ -40,7 +40,7 @@ from hardex.model_sources import gguf_file
 from hardex.io import file_sha256
 from hardex.fetch import offline_jobs
 from hardex.report import plan as report_plan
-from hardex.selection import RunName, tier_values
+from hardex.selection import RunName
 from hardex.report.tables import TABLES
 from hardex.report.recommend import TITLE as RECOMMEND_TITLE
 from hardex.report.headline import fresh_headline
@@ -132,6 +132,11 @@ def run_subset(wildcards):
     """The subset a run trains on: its strategy's, an online or a control run's too (RunName.strategy)."""
     strategy = RunName.parse(wildcards.strategy).strategy
     return layout.fill(layout.SUBSET, **dict(wildcards.items(), strategy=strategy))
+
+
+def strategy_setting(name):
+    """A select job's param: setting `name` where its strategy reads it, else None (settings.select_settings)."""
+    return lambda wildcards: select_settings(config, wildcards.model, wildcards.task, wildcards.strategy)[name]
 
 
 def pool_file(wildcards):

@@ -12,13 +12,10 @@ rule select:
     params:
         budget=config["selection"]["budget"],
         seed=lambda w: [config["selection"]["seed"], int(w.seed)],
-        tiers=lambda w: tier_values(config["selection"]["tiers"], w.strategy, w.task),
-        # each strategy gets only the settings it reads: editing the band reruns band alone
-        band=lambda w: config["selection"]["band"] if w.strategy == "band" else None,
-        group_size=lambda w: (
-            grpo_settings(config, w.model)["num_generations"]
-            if w.strategy == "learnable"
-            else None
-        ),
+        # each strategy gets only the settings it reads (selection.STRATEGY_SETTINGS): editing the band reruns band
+        # alone
+        tiers=strategy_setting("tiers"),
+        band=strategy_setting("band"),
+        group_size=strategy_setting("group_size"),
     script:
         "../scripts/select.py"

@@ -38,6 +38,11 @@ FILTER_STRATEGIES = ("band", "learnable")
 #: the base model's greedy answer wrong / right (size-matched), their random control, the whole pool
 BASE_SPLIT_STRATEGIES = ("base_wrong", "base_right", "matched_random", "full")
 STRATEGIES = BUDGET_STRATEGIES + FILTER_STRATEGIES + BASE_SPLIT_STRATEGIES
+#: the settings a strategy reads beyond the budget and the seed, by the select rule's params that carry them (`select`'s
+#: `band`, `group_size` and `in_tiers`): each goes to the strategies that read it, None to the others, so editing the
+#: band reruns band alone (settings.select_settings). Every tier strategy reads its tier's values (`TIER_SETTINGS`)
+STRATEGY_SETTINGS: dict[str, tuple[str, ...]] = {"band": ("band",), "learnable": ("group_size",)}
+TIER_SETTINGS = ("tiers",)
 #: control runs (`selection.controls`): <strategy>_<control> trains on <strategy>'s subset with a control
 #: reward instead of the true one. Each control is a record of hardex.controls.REGISTRY (its reward, log line, line
 #: style, the headline's preference): `shuffled` scores against another example's reference answer, `format` pays
@@ -113,6 +118,11 @@ def strategy_sort_key(name: str) -> tuple[int, str]:
         slot = 1 if run.online else 2 + list(CONTROLS).index(run.control) if run.control else 0
         return (slots * STRATEGIES.index(run.strategy) + slot, "")
     return (slots * len(STRATEGIES), name)
+
+
+def settings_read(strategy: str) -> tuple[str, ...]:
+    """The settings `strategy` reads beyond the budget and the seed (STRATEGY_SETTINGS, TIER_SETTINGS)."""
+    return TIER_SETTINGS if parse_tier_strategy(strategy) else STRATEGY_SETTINGS.get(strategy, ())
 
 
 def tier_values(tiers: dict[str, Any], strategy: str, task: str) -> list[str] | None:

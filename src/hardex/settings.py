@@ -3,7 +3,7 @@
 Each view is a function of the config as `hardex.config.check_config` leaves it (defaults filled, keys
 sorted) and a model, task, run or split: the grpo section with a model's overrides (`grpo_settings`), one
 run's (`run_grpo_settings`), the probe section with a task's (`probe_settings`), a benchmark's decoding
-(`decodings`), a split's loader spec and, where planning can tell, its size. A key that changes no result is
+(`decodings`), a select job's strategy settings (`select_settings`), a split's loader spec and, where planning can tell, its size. A key that changes no result is
 left out of a view, so that Snakemake's params trigger reruns what an edit touches and nothing else. Also the
 notice at planning of a probe that samples otherwise than GRPO (`sampling_notices`). Validation reads these
 views in its cross-checks; nothing here validates.
@@ -22,7 +22,7 @@ from hardex.controls import REGISTRY as CONTROL_REGISTRY
 from hardex.io import file_sha256
 from hardex.learnability import sampling_mismatch
 from hardex.reward_hook import hook_settings
-from hardex.selection import BOUNDARY_STRATEGIES, RunName
+from hardex.selection import BOUNDARY_STRATEGIES, RunName, settings_read, tier_values
 from hardex.sequential import design_of
 from hardex.tasks import get_task
 from hardex.tasks.reasoning_gym import version as rg_version
@@ -105,6 +105,19 @@ def run_grpo_settings(cfg: dict, model: str, run_strategy: str, task: str | None
         if "reward" in cfg["tasks"][task] and calls_hook:
             grpo["reward_hook"] = hook_settings(cfg["tasks"][task]["reward"])
     return grpo
+
+
+def select_settings(cfg: dict, model: str, task: str, strategy: str) -> dict:
+    """The settings a select job's params carry beyond the budget and the seed: `tiers` (its tier's values on the
+    task), `band` (selection.band) and `group_size` (the model's grpo.num_generations), each None unless the strategy
+    reads it (selection.settings_read), so editing one reruns only the strategies that read it."""
+    values = {
+        "tiers": lambda: tier_values(cfg["selection"]["tiers"], strategy, task),
+        "band": lambda: cfg["selection"]["band"],
+        "group_size": lambda: grpo_settings(cfg, model)["num_generations"],
+    }
+    reads = settings_read(strategy)
+    return {name: value() if name in reads else None for name, value in values.items()}
 
 
 def seed_design(cfg: dict):

@@ -141,3 +141,27 @@ def test_a_budget_that_selects_nothing_is_an_error(probe):
 def test_unknown_strategy(probe):
     with pytest.raises(SelectionError, match="unknown strategy 'hardest'"):
         select(probe, "hardest", 0.1, 0)
+
+
+def test_each_strategy_gets_only_the_settings_it_reads(smoke_config):
+    """The select rule's params beyond the budget and seed (settings.select_settings, from selection.STRATEGY_SETTINGS):
+    band its window, learnable the model's group size, a tier strategy its tier's values on the task, the others
+    none, so that editing one setting reruns only the strategies that read it."""
+    import copy
+
+    from hardex.config import check_config
+    from hardex.selection import STRATEGY_SETTINGS, TIER_SETTINGS
+    from hardex.settings import grpo_settings, select_settings
+
+    cfg = copy.deepcopy(smoke_config)
+    cfg["selection"]["tiers"] = {"low": [1, 2]}
+    cfg["selection"]["band"] = [0.2, 0.7]
+    cfg = check_config(cfg)
+    model, task = next(iter(cfg["models"])), next(iter(cfg["tasks"]))
+    got = {s: select_settings(cfg, model, task, s) for s in (*STRATEGIES, "tier_low", "tier_low_random")}
+    none = {"tiers": None, "band": None, "group_size": None}
+    assert set(STRATEGY_SETTINGS) <= set(STRATEGIES) and set(TIER_SETTINGS) <= set(none)
+    assert got["band"] == none | {"band": [0.2, 0.7]}
+    assert got["learnable"] == none | {"group_size": grpo_settings(cfg, model)["num_generations"]}
+    assert got["tier_low"] == got["tier_low_random"] == none | {"tiers": ["1", "2"]}
+    assert all(got[s] == none for s in STRATEGIES if s not in ("band", "learnable"))
