@@ -7,7 +7,7 @@ on) and `source` (free text: where each row came from). Other columns are ignore
 
 The file is checked (`read_rates`: columns, whole numbers, 0 <= successes <= samples, one row per id) and
 matched to the pool (`check_ids`: every pool id once, no other id), at planning where the pool's ids are
-known then (hardex.config) and in the job either way, and becomes the table hardex's own probe writes
+known then (hardex.config_data) and in the job either way, and becomes the table hardex's own probe writes
 (`probe_table`): k = samples, n_correct = successes, pass_rate = successes / samples, the pool's tier;
 greedy_correct null where the file has none, tokens null (the file does not say what the samples cost).
 Where the rates came from (the file, its sha256, `tasks.<task>.probe.from_note`, the `source` values) goes
