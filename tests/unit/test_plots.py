@@ -124,12 +124,12 @@ def test_capacity_figure(tmp_path, data, monkeypatch):
     assert len(models) >= 2  # the fixture's models stand for two capacities
     capacity = {m: 1.4e6 * (1 + i) for i, m in enumerate(models)}  # sizes within a decade, as the CPU study's
     figures = []
-    monkeypatch.setattr(P, "save_figure", lambda fig, paths, dpi: figures.append(fig) or real_save(fig, paths, dpi))
+    monkeypatch.setattr(P.drawing, "save_figure", lambda fig, paths, dpi: figures.append(fig) or real_save(fig, paths, dpi))
     paths = P.plot_capacity(gains, learn, capacity, [tmp_path / "capacity.png", tmp_path / "capacity.pdf"], STYLE)
     _check(paths)
     # one named tick per model, and no minor labels: near sizes on a log axis gave overlapping ones
     for ax in figures[0].axes[:2]:
-        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{m}\n{P._human_count(capacity[m])}" for m in models]
+        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{m}\n{P.outcomes._human_count(capacity[m])}" for m in models]
         assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
 
 
@@ -146,7 +146,7 @@ def test_model_parameters_come_from_the_build_the_conversion_or_the_config(tmp_p
 def test_strategies_of_equal_cost_are_nudged_apart_and_others_stay():
     """Every strategy that reads the probe costs the same rollouts: without the nudge their markers
     drew on top of each other in gain_vs_compute."""
-    xs = P._dodge([19200.0, 3200.0, 19200.0, 19250.0, 9642.0])
+    xs = P.outcomes._dodge([19200.0, 3200.0, 19200.0, 19250.0, 9642.0])
     assert xs[1] == 3200.0 and xs[4] == 9642.0
     spread = sorted(xs[i] for i in (0, 2, 3))
     assert spread[0] < 19200.0 < spread[2] and all(b / a >= 1.03 for a, b in zip(spread, spread[1:]))
@@ -167,7 +167,7 @@ def test_a_control_or_online_run_keeps_its_strategys_colour_and_takes_its_own_li
 def drawn(monkeypatch) -> list:
     """The figures a plot function draws, kept open instead of written."""
     figs = []
-    monkeypatch.setattr(P, "save_figure", lambda fig, paths, st: figs.append(fig) or [])
+    monkeypatch.setattr(P.drawing, "save_figure", lambda fig, paths, st: figs.append(fig) or [])
     return figs
 
 

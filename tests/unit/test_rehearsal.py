@@ -185,7 +185,7 @@ def test_a_rehearsals_tables_and_figures_say_they_are_not_results(tmp_path):
     import matplotlib.pyplot as plt
     import polars as pl
 
-    from hardex.report.plots import _style, save_figure
+    from hardex.report.plots.drawing import _style, save_figure
     from hardex.report.render import write_table
 
     banner = "REHEARSAL of x.yaml: not results"
