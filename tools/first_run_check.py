@@ -83,7 +83,7 @@ ITEM = CHECKS[:8]  #: issue 64 item 5's
 #: stopping a check cut at its limit and writing the summary
 COMMAND_S, STARTUP_S, MARGIN_S = 600, 40, 40
 DEFAULT_BUDGET = COMMAND_S - STARTUP_S - MARGIN_S
-#: a check is not started with less than this left, nor with less than half its planned seconds
+#: a check is not started with less than this left, nor with less than its planned seconds
 MIN_START_S = 20
 #: the paper preset's model the train and evaluate checks run (its plan's largest 4B job)
 PAPER_MODEL = ("hard_examples_paper.yaml", "qwen3-4b", "Qwen/Qwen3-4B")
@@ -110,7 +110,9 @@ def limit_for(name: str, left: float, later: list[str]) -> float:
 
 
 def too_little(name: str, limit: float) -> bool:
-    return limit < max(MIN_START_S, PLAN[name].seconds / 2)
+    """Whether `limit` is too short to start `name`: under its planned seconds (a later, shorter check may use
+    them) or under MIN_START_S."""
+    return limit < max(MIN_START_S, PLAN[name].seconds)
 
 
 def share_plan(k: int, total_bytes: int) -> dict:
@@ -502,8 +504,8 @@ def check_one_share(tiny: bool, work: Path) -> str:
         record.update(total=total, cap=cap, reserved=reserved)
         held = f"peak reserved {reserved / GIB:.2f} of its cap {cap / GIB:.2f} GiB (1/{SHARES} less a CUDA context)"
         if not barrier:  # alone on the card: what it holds outside the allocator is this process's context
-            free, _ = torch.cuda.mem_get_info()
-            record["outside"] = total - free - torch.cuda.memory_reserved()
+            free, whole = torch.cuda.mem_get_info()
+            record["outside"] = whole - free - torch.cuda.memory_reserved()
             held += f"; {record['outside'] / GIB:.2f} GiB outside the allocator (its CUDA context; counted 0.5)"
         if reserved > cap:
             raise AssertionError(f"{peak_gib()}: more than {held}")
