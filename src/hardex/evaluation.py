@@ -15,7 +15,9 @@ from typing import Any, Callable
 import polars as pl
 
 from hardex.generation.sampling import Sampling
-from hardex.io import checkpoint_steps
+from hardex.io import checkpoint_steps, read_parquet
+from hardex.metrics import summarize
+from hardex.tasks import get_task
 
 OUTCOME_SCHEMA = {
     "seed": pl.Int64,
@@ -59,14 +61,20 @@ def evaluate_examples(
     step: int,
     seed: int,
     run_seed: int = 0,
+    with_greedy: bool = False,
 ) -> pl.DataFrame:
     """Outcomes of the generator's current weights on one benchmark, for run seed `run_seed`
-    (sampled with `seed`: see `evaluation_seed`)."""
+    (sampled with `seed`: see `evaluation_seed`). With `with_greedy`, also `greedy_outcomes`' columns, the greedy
+    completions decoded beside the samples (one prefill per prompt for both, where the backend batches them)."""
     prompts = [render(task.prompt(r)) for r in rows]
     n = int(decoding["n_samples"])
-    outs = generator.generate(prompts, n, Sampling.from_config(decoding), seed=seed, desc=f"eval step {step}",
-                              keys=[r["id"] for r in rows])
-    return pl.DataFrame(
+    sampling, keys = Sampling.from_config(decoding), [r["id"] for r in rows]
+    if with_greedy:
+        outs, greedy = generator.generate_with_greedy(prompts, n, sampling, seed=seed,
+                                                      desc=f"eval step {step} with greedy", keys=keys)
+    else:
+        outs = generator.generate(prompts, n, sampling, seed=seed, desc=f"eval step {step}", keys=keys)
+    sampled = pl.DataFrame(
         [
             {
                 "seed": run_seed,
@@ -81,6 +89,10 @@ def evaluate_examples(
         ],
         schema=OUTCOME_SCHEMA,
     )
+    return sampled.join(_greedy_frame(task, rows, prompts, greedy), on="id", how="left") if with_greedy else sampled
+
+
+GREEDY_COLUMNS = ("greedy_correct", "greedy_completion")
 
 
 def greedy_outcomes(generator, task, rows: list[dict[str, Any]], render: Callable[[str], str],
@@ -90,9 +102,43 @@ def greedy_outcomes(generator, task, rows: list[dict[str, Any]], render: Callabl
     prompts = [render(task.prompt(r)) for r in rows]
     greedy = Sampling(temperature=0.0, max_new_tokens=int(decoding["max_new_tokens"]))
     outs = generator.generate(prompts, 1, greedy, seed=0, desc=f"eval step {step} greedy", keys=[r["id"] for r in rows])
+    return _greedy_frame(task, rows, prompts, [c[0] for c in outs])
+
+
+def _greedy_frame(task, rows: list[dict[str, Any]], prompts: list[str], completions: list[str]) -> pl.DataFrame:
     return pl.DataFrame(
         {"id": [r["id"] for r in rows],
-         "greedy_correct": [int(task.is_correct(c[0], r["answer"], p)) for r, p, c in zip(rows, prompts, outs)],
-         "greedy_completion": [c[0] for c in outs]},
+         "greedy_correct": [int(task.is_correct(c, r["answer"], p)) for r, p, c in zip(rows, prompts, completions)],
+         "greedy_completion": completions},
         schema={"id": pl.Utf8, "greedy_correct": pl.Int64, "greedy_completion": pl.Utf8},
     )
+
+
+def evaluate_checkpoints(generator, checkpoints: list[tuple[int, Path | None]], seeds: list[int],
+                         benchmarks: list[dict[str, Any]], paths: list[str], scoring: str,
+                         render_for: Callable[[Any], Callable[[str], str]], eval_seed: int,
+                         log: Callable[[str], None] = print) -> pl.DataFrame:
+    """Every benchmark's outcomes at every checkpoint (step, folder; folder None: the base model) for each run seed:
+    an evaluate job's table. `render_for(task)` renders a task's prompts for the model. With a benchmark's
+    `greedy`, its greedy completions are decoded once per checkpoint, beside the first seed's samples, and every
+    seed's rows take them."""
+    frames, greedy = [], {}
+    for step, folder in checkpoints:
+        generator.use_checkpoint(folder)
+        for run_seed in seeds:
+            sampling_seed = evaluation_seed(eval_seed, run_seed)
+            for bench, path in zip(benchmarks, paths):
+                rows = read_parquet(path).to_dicts()
+                task = get_task(bench["family"], scoring, bench.get("prompt"))
+                first = bool(bench["decoding"].get("greedy")) and (step, bench["ref"]) not in greedy
+                out = evaluate_examples(generator, task, rows, render_for(task), bench["decoding"], step,
+                                        sampling_seed, run_seed, with_greedy=first)
+                if first:
+                    greedy[step, bench["ref"]] = out.select("id", *GREEDY_COLUMNS)
+                elif bench["decoding"].get("greedy"):
+                    out = out.join(greedy[step, bench["ref"]], on="id", how="left")
+                frames.append(out.with_columns(pl.lit(bench["ref"]).alias("benchmark")))
+                summary = summarize(out, bench["decoding"]["pass_k"]).row(0, named=True)
+                log(f"seed {run_seed} step {step:5d}  {bench['ref']:24s} " + "  ".join(
+                    f"{k} {v:.3f}" for k, v in summary.items() if k not in ("step", "n_examples") and v is not None))
+    return pl.concat(frames)

@@ -9,6 +9,7 @@ import math
 import polars as pl
 import pytest
 
+from hardex.generation.sampling import Sampling
 from hardex.report import loading, tables
 from hardex.report import plots as P
 from hardex.report.rescoring import rescore, rescored_table, scorers_of
@@ -134,3 +135,27 @@ def test_greedy_outcomes_beside_the_sampled_ones_on_the_tiny_model():
     assert out["n"].to_list() == [2, 2, 2] and out["greedy_completion"].null_count() == 0
     assert out["greedy_correct"].to_list() == [int(task.is_correct(c, r["answer"], task.prompt(r)))
                                                for c, r in zip(out["greedy_completion"], rows)]
+
+
+def test_greedy_answers_decoded_beside_the_samples_are_the_two_passes_answers_with_one_prefill():
+    """evaluate_examples(with_greedy=True): the samples and greedy completions of the two separate passes, from one
+    prefill per prompt (each batch's prompts go through the model once, not twice)."""
+    from hardex.evaluation import evaluate_examples, greedy_outcomes
+    from hardex.generation.hf import HFGenerator
+    from tests.support import tiny_model_dir
+
+    gen = HFGenerator(tiny_model_dir(), device="cpu", dtype="float32", progress=False)
+    task = get_task("swaps")
+    rows = task.load_split({"name": "test", "n": 6, "seed": 1, "difficulty": [1, 2], "people": [3, 3]}).to_dicts()
+    decoding = {"n_samples": 3, "temperature": 1.0, "max_new_tokens": 12, "pass_k": [1]}
+    prefills = []
+    gen.model.register_forward_pre_hook(
+        lambda m, a, kw: prefills.append(1) if kw["input_ids"].shape[1] > 1 else None, with_kwargs=True)
+    apart = evaluate_examples(gen, task, rows, lambda t: t, decoding, 0, 7).join(
+        greedy_outcomes(gen, task, rows, lambda t: t, decoding, 0), on="id", how="left")
+    two_passes, prefills[:] = len(prefills), []
+    together = evaluate_examples(gen, task, rows, lambda t: t, decoding, 0, 7, with_greedy=True)
+    assert together.equals(apart.select(together.columns)) and "greedy_completion" in together.columns
+    assert len(prefills) * 2 == two_passes
+    with pytest.raises(ValueError, match="temperature > 0"):
+        gen.generate_with_greedy(["a"], 1, Sampling(temperature=0.0, max_new_tokens=4))

@@ -37,6 +37,7 @@ def vllm_config() -> dict:
     cfg["probe"]["k"] = 8
     cfg["generation"] = {"backend": "vllm"}
     cfg["grpo"]["rollouts"] = "vllm"
+    cfg["evaluation"]["greedy"] = True  # the backend's greedy answers beside its samples (generate_with_greedy)
     return cfg
 
 
@@ -68,6 +69,7 @@ def test_probe_evaluate_and_train_jobs_run_through_vllm(runs):
     assert probe.height == 40 and (probe["k"] == 8).all()
     outcomes = pl.read_parquet(work / TARGETS[1])
     assert set(outcomes["benchmark"]) == {"swaps/test", "swaps/ood"}
+    assert outcomes["greedy_completion"].null_count() == 0 and outcomes["greedy_correct"].is_in([0, 1]).all()
 
 
 def test_pass_rates_agree_with_the_transformers_backend(runs):

@@ -241,25 +241,42 @@ class HFGenerator:
         ids = self.generate_ids(prompts, n, sampling, seed, desc, keys, first_sample)
         return [self.tokenizer.batch_decode(rows, skip_special_tokens=True) for rows in ids]
 
+    def generate_with_greedy(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0,
+                             desc: str = "generate", keys: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
+        """(`generate`'s n samples of each prompt, each prompt's greedy completion), decoded in the same batches: a
+        prompt's one prefill serves its samples and its greedy row (an evaluation's two passes were two prefills).
+        The samples are those `generate` gives, the greedy completions those of temperature 0, up to rounding."""
+        if sampling.temperature == 0:
+            raise ValueError("generate_with_greedy samples n completions beside the greedy one: temperature > 0")
+        ids = self.generate_ids(prompts, n, sampling, seed, desc, keys, greedy_rows=1)
+        texts = [self.tokenizer.batch_decode(rows, skip_special_tokens=True) for rows in ids]
+        return [t[:n] for t in texts], [t[n] for t in texts]
+
     def generate_ids(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0, desc: str = "generate",
-                     keys: list[str] | None = None, first_sample: int = 0) -> list[list[list[int]]]:
-        """As `generate`, but the new token ids of each completion (up to and including its EOS)."""
+                     keys: list[str] | None = None, first_sample: int = 0,
+                     greedy_rows: int = 0) -> list[list[list[int]]]:
+        """As `generate`, but the new token ids of each completion (up to and including its EOS); with
+        `greedy_rows` 1, each prompt's greedy completion after its n samples."""
         from tqdm.auto import tqdm
 
         greedy = sampling.temperature == 0
         if greedy and n != 1:
             raise ValueError("greedy decoding gives one completion per prompt; use n=1")
+        if greedy_rows not in (0, 1) or (greedy and greedy_rows):
+            raise ValueError(f"greedy_rows {greedy_rows}: 0, or 1 beside samples at temperature > 0")
         if keys is not None and len(keys) != len(prompts):
             raise ValueError(f"{len(keys)} keys for {len(prompts)} prompts")
         keys = list(prompts) if keys is None else [str(k) for k in keys]
         encoded = [encode_prompt(self.tokenizer, p) for p in prompts]
         out: list[list[list[int]]] = [[] for _ in prompts]
         bar = tqdm(total=len(prompts), desc=desc, unit="prompt", disable=not self.progress, mininterval=2)
-        for batch in self._batches([len(e) for e in encoded], n, sampling.max_new_tokens):
-            streams = [stream_key(seed, keys[i], first_sample + j) for i in batch for j in range(n)]
-            rows = self._generate_batch([encoded[i] for i in batch], n, sampling, streams)
+        per = n + greedy_rows  # rows a prompt decodes
+        for batch in self._batches([len(e) for e in encoded], per, sampling.max_new_tokens):
+            # a greedy row draws nothing: its stream is a placeholder
+            streams = [stream_key(seed, keys[i], first_sample + j) if j < n else 0 for i in batch for j in range(per)]
+            rows = self._generate_batch([encoded[i] for i in batch], per, sampling, streams, greedy_rows)
             for b, i in enumerate(batch):
-                out[i] = rows[b * n : (b + 1) * n]
+                out[i] = rows[b * per : (b + 1) * per]
             bar.update(len(batch))
         bar.close()
         return out
@@ -290,8 +307,10 @@ class HFGenerator:
             return "dynamic"
         return mode
 
-    def _generate_batch(self, prompt_ids: list[list[int]], n: int, sampling: Sampling, streams: list[int]):
-        """New token ids (up to and including EOS) of n samples of each prompt, prompt-major."""
+    def _generate_batch(self, prompt_ids: list[list[int]], n: int, sampling: Sampling, streams: list[int],
+                        greedy_rows: int = 0):
+        """New token ids (up to and including EOS) of n rows of each prompt, prompt-major; the last `greedy_rows`
+        of a prompt's rows take the most likely token, the others sample."""
         torch = self._torch
         from transformers import DynamicCache
 
@@ -309,6 +328,7 @@ class HFGenerator:
         u_all = None if greedy else torch.from_numpy(stream_uniforms(streams, max_new)).to(dev, torch.float32)
         eos = torch.tensor(self.eos_ids or [-1], device=dev)
         n_rows = len(prompt_ids) * n
+        greedy_row = (torch.arange(n_rows, device=dev) % n >= n - greedy_rows) if greedy_rows else None
         tokens = torch.full((n_rows, max_new), pad, dtype=torch.long, device=dev)
         lengths = torch.full((n_rows,), max_new, dtype=torch.long, device=dev)
         # the context first: adapters_merged builds its weights outside inference mode (they are parameters)
@@ -343,6 +363,8 @@ class HFGenerator:
             for t in range(max_new):
                 u = None if greedy else u_all[row, t]
                 nxt = sample_tokens(logits, u, sampling.temperature, sampling.top_p, buffers)
+                if greedy_row is not None:
+                    nxt = torch.where(greedy_row[row], logits.argmax(-1), nxt)
                 if n_alive == n_batch:
                     tokens[row, t] = nxt
                 else:

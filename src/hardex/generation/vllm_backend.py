@@ -348,6 +348,15 @@ class VLLMGenerator:
         """n completions for each prompt (list of lists, in prompt order); see the module docstring."""
         return [[c.text for c in cs] for cs in self._completions(prompts, n, sampling, seed, keys, first_sample)]
 
+    def generate_with_greedy(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0,
+                             desc: str = "generate", keys: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
+        """(`generate`'s n samples of each prompt, its greedy completion): two requests, as an evaluation made before
+        HFGenerator decoded both in one batch (vLLM schedules its own batches)."""
+        samples = self.generate(prompts, n, sampling, seed, desc, keys)
+        greedy = self.generate(prompts, 1, Sampling(temperature=0.0, max_new_tokens=sampling.max_new_tokens),
+                               seed=0, desc=f"{desc} greedy", keys=keys)
+        return samples, [g[0] for g in greedy]
+
     def generate_ids(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0, desc: str = "generate",
                      keys: list[str] | None = None, first_sample: int = 0) -> list[list[list[int]]]:
         """As `generate`, but the new token ids of each completion (up to and including its EOS)."""
