@@ -134,8 +134,8 @@ def run_simulated(args, cfg):
 def run_real(args, cfg):
     import polars as pl
 
-    from hardex.generation import load_generator
     from hardex.adaptive import probe_pool_adaptive
+    from hardex.generation import load_generator
     from hardex.probing import probe_pool
 
     path = built_model(args.model)

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from _common import OUT, config_pool, dump, machine
 
 

@@ -26,8 +26,8 @@ def main() -> None:
     import yaml
 
     from hardex.report.loading import load_results
-    from hardex.statistics import t_interval
     from hardex.report.runs import accuracy_curves
+    from hardex.statistics import t_interval
 
     cfg = yaml.safe_load(Path(args.config).read_text())
     root = Path(args.results)

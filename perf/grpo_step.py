@@ -56,13 +56,12 @@ def main() -> None:
     import torch
     import trl
 
-    from hardex import training
+    from hardex import shared_prefix, training
     from hardex.controls import task_reward
     from hardex.generation.decode_attention import sdpa_kept
-    from hardex import shared_prefix
-    from hardex.shared_prefix import shared_prompt_logps
-    from hardex.settings import grpo_settings
     from hardex.precision import training_precision
+    from hardex.settings import grpo_settings
+    from hardex.shared_prefix import shared_prompt_logps
     from hardex.training import train_grpo
 
     torch.set_num_threads(args.threads)
@@ -162,7 +161,7 @@ def main() -> None:
     for mode, s in summary.items():
         print(f"{mode:14s} {s['steps_per_second']:8.2f} {s['seconds_per_step']:8.3f} {s['rollout_seconds']:11.3f} "
               f"{s['rest_seconds']:8.3f}")
-    print(f"\nwhere a step goes (seconds per step, medians; the rest: scoring, optimizer, TRL's bookkeeping)")
+    print("\nwhere a step goes (seconds per step, medians; the rest: scoring, optimizer, TRL's bookkeeping)")
     print(f"{'rollouts':14s} " + " ".join(f"{name:>17s}" for name in phases) + f" {'rest':>8s}")
     for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]

@@ -45,12 +45,12 @@ def main() -> None:
     import torch
     import yaml
 
-    from hardex.statistics import bootstrap_mean_interval
     from hardex.config import check_config
     from hardex.controls import task_reward
     from hardex.evaluation import evaluate_examples
     from hardex.generation.hf import HFGenerator
     from hardex.models import render_prompt
+    from hardex.statistics import bootstrap_mean_interval
     from hardex.tasks import get_task
     from hardex.training import train_grpo
 

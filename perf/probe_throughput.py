@@ -42,13 +42,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (OUT, built_model, config_pool, dump, machine, matmul_bound, median, pool,  # noqa: E402
-                     run_matmul_bound)
+from _common import OUT, built_model, config_pool, dump, machine, matmul_bound, median, pool, run_matmul_bound  # noqa: E402
 
 
 def synthetic_tokenizer(vocab_size: int):
     """A word-level tokenizer over `vocab_size` tokens `w0 w1 ...` (no hub access needed)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {"<|endoftext|>": 0, "<|pad|>": 1, **{f"w{i}": i for i in range(2, vocab_size)}}

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 from scipy import integrate, optimize, special, stats
 
-from hardex.statistics import holm, paired_t_power, seeds_needed as library_seeds_needed
 from hardex.selection import RunName
+from hardex.statistics import holm, paired_t_power, seeds_needed as library_seeds_needed
 
 ALPHA, POWER, MAX_SEEDS = 0.05, 0.8, 1000
 

@@ -40,6 +40,7 @@ def main() -> None:
     from hardex.controls import task_reward
     from hardex.settings import grpo_settings
     from hardex.training import train_grpo
+
     from _common import config_pool
 
     marks["import transformers, TRL, PEFT, datasets, hardex"] = time.perf_counter() - t

@@ -7,9 +7,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.job import job_log
 from hardex.report.loading import load_pool
+from hardex.report.pool import subset_pass_rates
 from hardex.report.recommend import TITLE, recommend_note, recommend_table
 from hardex.report.render import write_table
-from hardex.report.pool import subset_pass_rates
 
 with job_log(snakemake) as log:
     p, i = snakemake.params, snakemake.input

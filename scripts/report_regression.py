@@ -9,9 +9,9 @@ import json
 
 from hardex.io import write_json_atomic
 from hardex.job import job_log
-from hardex.report.reference import load_reference
 from hardex.report.loading import load_pool, load_results
 from hardex.report.pool import subset_pass_rates
+from hardex.report.reference import load_reference
 from hardex.report.regression import regression_report
 from hardex.report.runs import run_summary
 

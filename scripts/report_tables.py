@@ -6,9 +6,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from hardex.job import job_log
+from hardex.report.loading import load_overlaps, load_pool, load_results
 from hardex.report.reference import load_reference
 from hardex.report.render import write_table
-from hardex.report.loading import load_overlaps, load_pool, load_results
 from hardex.report.rescoring import RESCORED_NOTE, rescored_table
 from hardex.report.tables import TABLES, build_tables
 

@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.support import SMOKE, build_swaps_model, finished_run
-from tests.support import one_torch_thread as support_one_torch_thread
-
+from tests.support import SMOKE, build_swaps_model, finished_run, one_torch_thread as support_one_torch_thread
 
 #: the suite's longest tests (pytest --durations=20, 2026-11-27: 25-170 s each, a third of the lane's time), started
 #: first: collected in file order they came last and left one of the two workers idle for minutes (CI time)

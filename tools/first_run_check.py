@@ -392,9 +392,9 @@ def check_eval_paper(tiny: bool, work: Path) -> str:
     the transformers generator at the preset's token budget, GSM8K's decoding."""
     import torch
 
-    from hardex.settings import decodings, generation_settings
     from hardex.generation.hf import HFGenerator
     from hardex.generation.sampling import Sampling
+    from hardex.settings import decodings, generation_settings
 
     name, model, hub_id = PAPER_MODEL
     cfg = preset(name)
@@ -423,9 +423,9 @@ def check_eval_phi4(tiny: bool, work: Path) -> str:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from hardex.settings import decodings, generation_settings, grpo_settings
     from hardex.generation.hf import HFGenerator
     from hardex.generation.sampling import Sampling
+    from hardex.settings import decodings, generation_settings, grpo_settings
 
     cfg = preset(PAPER_MODEL[0])
     dec, gen_cfg = decodings(cfg)["gsm8k/test"], generation_settings(cfg, "phi4")  # its own token budget
@@ -464,11 +464,11 @@ def check_one_share(tiny: bool, work: Path) -> str:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from hardex.settings import generation_settings, probe_settings
     from hardex.devices import allocator_fraction, hold_to_share
     from hardex.generation.hf import HFGenerator
     from hardex.generation.sampling import Sampling
     from hardex.model_shape import build_architecture
+    from hardex.settings import generation_settings, probe_settings
 
     cfg = preset("gpu_mini.yaml")
     os.environ["HARDEX_JOBS_PER_GPU"] = str(SHARES)
@@ -695,9 +695,9 @@ def check_zero3_1proc(tiny: bool, work: Path) -> str:
         raise Skip("deepspeed is not installed (pip install 'hardex[gpu]')")
     if not cuda():
         raise Skip("ZeRO needs a CUDA GPU")
-    from hardex.settings import grpo_settings
-    from hardex.launch import launch_training
     from hardex.io import checkpoint_steps
+    from hardex.launch import launch_training
+    from hardex.settings import grpo_settings
 
     g = tiny_grpo(grpo_settings(preset(PAPER_MODEL[0]), PAPER_MODEL[1]), True, max_steps=2, rollouts="trl",
                   distributed="zero3", gradient_accumulation_steps=2, num_generations=4)

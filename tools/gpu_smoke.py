@@ -77,8 +77,8 @@ def check_nccl_reduction(cpu: bool, work: Path, architecture: str) -> str:
     import torch
     import torch.distributed as dist
 
-    from hardex.launch import free_port
     from hardex.checkpoints import summed_over_processes
+    from hardex.launch import free_port
 
     gpu = not cpu and torch.cuda.is_available()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
@@ -171,12 +171,11 @@ def _train(work: Path, architecture: str, name: str, g: dict, launch: bool = Fal
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     if launch:  # the path of grpo.processes > 1: accelerate launch of hardex.train_worker, here with 1 process
-        from hardex.launch import launch_training
-        from hardex.tracking import tracker_args
-        from hardex.schedule import run_steps
         from hardex.io import checkpoint_steps
-
+        from hardex.launch import launch_training
         from hardex.precision import resolve_precision
+        from hardex.schedule import run_steps
+        from hardex.tracking import tracker_args
 
         ckpt = run / "checkpoints"
         ckpt.mkdir(parents=True, exist_ok=True)

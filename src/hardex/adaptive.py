@@ -21,11 +21,18 @@ from typing import Any, Callable
 import numpy as np
 import polars as pl
 
-from hardex.schema import schema_defaults
 from hardex.generation.sampling import Sampling
 from hardex.io import settings_hash, write_parquet_atomic
-from hardex.probing import (SAMPLER_VERSION, SAMPLES_SCHEMA, chunk_tag, generate_counted, read_chunk, rows_tag,
-                            sample_rows)
+from hardex.probing import (
+    SAMPLER_VERSION,
+    SAMPLES_SCHEMA,
+    chunk_tag,
+    generate_counted,
+    read_chunk,
+    rows_tag,
+    sample_rows,
+)
+from hardex.schema import schema_defaults
 from hardex.selection import BOUNDARY_STRATEGIES, budget_size
 
 

@@ -16,9 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from hardex.architectures import known
-from hardex.config_data import (check_imported_probes, check_local_splits, check_prompts_and_reward_hooks,
-                                check_reasoning_gym, check_split, check_split_fields, check_strict_scoring,
-                                same_local_file)
+from hardex.config_data import (
+    check_imported_probes,
+    check_local_splits,
+    check_prompts_and_reward_hooks,
+    check_reasoning_gym,
+    check_split,
+    check_split_fields,
+    check_strict_scoring,
+    same_local_file,
+)
 from hardex.config_errors import ConfigError, key_path, schema_error_line, schema_errors
 from hardex.config_gpu import check_card_bfloat16, check_gpu_training
 from hardex.config_selection import check_adaptive_boundaries, check_steps_fit_subsets, check_strategy_names

@@ -17,10 +17,15 @@ from hardex.imported_probe import GREEDY_COLUMN, ImportedRatesError, check_ids, 
 from hardex.io import file_sha256
 from hardex.reward_hook import HookError, check_hook, check_returns, trial_calls
 from hardex.selection import BASE_SPLIT_STRATEGIES
-from hardex.settings import (GENERATED_FAMILIES, SYNTHETIC_FAMILIES, model_tasks, peek_local_file, split_files,
-                             split_spec)
-from hardex.tasks import STRICT_FAMILIES, DataError, get_task, template_error
-from hardex.tasks import reasoning_gym
+from hardex.settings import (
+    GENERATED_FAMILIES,
+    SYNTHETIC_FAMILIES,
+    model_tasks,
+    peek_local_file,
+    split_files,
+    split_spec,
+)
+from hardex.tasks import STRICT_FAMILIES, DataError, get_task, reasoning_gym, template_error
 from hardex.tasks.rows import check_fields, keep_listed, listed
 
 

@@ -7,7 +7,6 @@ from hardex.config_errors import ConfigError
 from hardex.job_time import gpu_rates, rates_key
 from hardex.precision import BF16_CAPABILITY, bf16_refusal
 
-
 #: grpo.distributed strategies that shard the weights over the processes
 SHARDED_WEIGHTS = ("zero3", "fsdp1", "fsdp2")
 

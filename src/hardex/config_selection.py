@@ -6,8 +6,16 @@ from __future__ import annotations
 
 from hardex.config_errors import ConfigError
 from hardex.schedule import past_horizon, run_steps
-from hardex.selection import (BOUNDARY_STRATEGIES, BUDGET_STRATEGIES, CONTROLS, STRATEGIES, RunName, SelectionError,
-                              check_band, subset_size)
+from hardex.selection import (
+    BOUNDARY_STRATEGIES,
+    BUDGET_STRATEGIES,
+    CONTROLS,
+    STRATEGIES,
+    RunName,
+    SelectionError,
+    check_band,
+    subset_size,
+)
 from hardex.settings import boundary_strategies, grpo_settings, known_split_size
 
 

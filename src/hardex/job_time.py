@@ -25,11 +25,27 @@ from typing import Callable
 
 from hardex import layout
 from hardex.architectures import count_parameters
-from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Shape, hf_batch,
-                                model_architecture, sampling_bytes_per_row)
+from hardex.model_shape import (
+    DTYPE_BYTES,
+    ROLLOUT_MAX_BATCH_PROMPTS,
+    ROLLOUT_TOKEN_BUDGET,
+    Shape,
+    hf_batch,
+    model_architecture,
+    sampling_bytes_per_row,
+)
 from hardex.schedule import completions_per_step, run_steps
-from hardex.settings import (generation_settings, grpo_settings, known_split_size, model_tasks, probe_settings,
-                             run_grpo_settings, run_strategies, seed_design, seed_list)
+from hardex.settings import (
+    generation_settings,
+    grpo_settings,
+    known_split_size,
+    model_tasks,
+    probe_settings,
+    run_grpo_settings,
+    run_strategies,
+    seed_design,
+    seed_list,
+)
 from hardex.time_limit import TimeLimit
 
 #: the share of a GPU's dense bfloat16 peak that a train step's forward and backward passes and a generation's

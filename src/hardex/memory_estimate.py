@@ -24,11 +24,19 @@ from pathlib import Path
 
 from hardex.architectures import count_parameters
 from hardex.devices import COLOCATED_MEMORY_SHARE, MEMORY_SHARE
+
 # grpo.distributed, in order of how much of the training state each process keeps: data parallel (all of it),
 # ZeRO 1 (the optimizer's states sharded), ZeRO 2 (and the gradients), ZeRO 3 and FSDP (and the weights)
 from hardex.launch import DISTRIBUTED_STRATEGIES
-from hardex.model_shape import (DTYPE_BYTES, ROLLOUT_MAX_BATCH_PROMPTS, ROLLOUT_TOKEN_BUDGET, Batch, Shape,
-                                hf_batch, sampling_bytes)
+from hardex.model_shape import (
+    DTYPE_BYTES,
+    ROLLOUT_MAX_BATCH_PROMPTS,
+    ROLLOUT_TOKEN_BUDGET,
+    Batch,
+    Shape,
+    hf_batch,
+    sampling_bytes,
+)
 from hardex.schedule import completions_per_step
 
 GIB = 2**30

@@ -14,8 +14,6 @@ from __future__ import annotations
 import copy
 import functools
 from pathlib import Path
-from typing import Any
-
 
 from hardex import layout
 from hardex.controls import REGISTRY as CONTROL_REGISTRY

@@ -25,7 +25,6 @@ import polars as pl
 
 from hardex import vllm_server
 from hardex.checkpoints import STEP_RECORD, publish, resume_point, step_recorder
-from hardex.time_limit import TimeLimit, pace_guard
 from hardex.devices import cuda_available
 from hardex.generation.vllm_backend import require_vllm
 from hardex.io import checkpoint_steps
@@ -36,6 +35,7 @@ from hardex.quantization import quantization_config
 from hardex.rollouts import HardexRollouts, rollout_generator
 from hardex.schedule import completions_per_step, past_horizon, run_steps, schedule_horizon
 from hardex.shared_prefix import shared_prompt_logps
+from hardex.time_limit import TimeLimit, pace_guard
 from hardex.tracking import tracker_args
 
 

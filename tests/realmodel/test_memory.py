@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from hardex.config import check_config
-from hardex.memory_plan import host_memory_mb, plan
+from hardex.memory_plan import host_memory_mb
 from hardex.settings import split_spec
 from tests.support import ROOT
 

@@ -19,7 +19,14 @@ from hardex.generation.sampling import Sampling
 from hardex.models import encode_prompt, render_prompt
 from hardex.tasks import get_task
 from tests.realmodel.conftest import CONFIG
-from tests.workflow.test_experiments import DOCUMENTED, NEEDS_MODEL_PACKAGE, check_counts, dry_run, grid_counts, preset_path
+from tests.workflow.test_experiments import (
+    DOCUMENTED,
+    NEEDS_MODEL_PACKAGE,
+    check_counts,
+    dry_run,
+    grid_counts,
+    preset_path,
+)
 
 LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -57,9 +64,8 @@ def test_the_completion_mask_keeps_im_end_and_drops_the_padding_after_it(smollm2
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from hardex.config import check_config
-    from hardex.rollouts import HardexRollouts
+    from hardex.rollouts import HardexRollouts, rollout_generator
     from hardex.settings import grpo_settings
-    from hardex.rollouts import rollout_generator
     from hardex.training import _trainer_class, grpo_args
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)

@@ -19,7 +19,6 @@ import yaml
 from tests.support import ROOT
 
 
-
 def _jobs(preset) -> int:
     """A rough cost of a preset's quick rehearsal: its model x task cells (each a probe, a run, evaluations)."""
     cfg = yaml.safe_load(preset.read_text())

@@ -15,8 +15,8 @@ from hardex.adaptive import (
     probe_pool_adaptive,
     rate_interval,
 )
-from hardex.schema import schema_defaults
 from hardex.probing import probe_pool
+from hardex.schema import schema_defaults
 from hardex.selection import select
 
 CFG = {**schema_defaults("probe", "adaptive"), "strategies": ["hard", "easy"], "enabled": True, "budget": 0.1}

@@ -10,17 +10,13 @@ import numpy as np
 import polars as pl
 import pytest
 
-from hardex import metrics
-from hardex import report
-from hardex import selection
-from hardex import statistics
+from hardex import metrics, report, selection, statistics
 from hardex.report import loading, reference, render, tables
 from hardex.report.breakdowns import base_split_table, ood_table, tier_table
 from hardex.report.gains import gain_table, learnable_table
 from hardex.report.pool import pool_distribution, subset_pass_rates
 from hardex.report.regression import regression_report
 from hardex.report.runs import accuracy_curves, run_summary
-
 from tests.support import BENCHMARKS, N_OOD, N_POOL, PASS_K, ROOT, STRATEGIES, ZERO_STD, bench_frames, write_results
 
 SPEC_CSV = ROOT.parent / "shared" / "spec" / "hard_examples_published.csv"

@@ -28,11 +28,11 @@ def test_auto_takes_bfloat16_where_the_cpu_has_it_and_a_pinned_dtype_stays(monke
     assert training_precision({"precision": "fp32"}, use_cpu=True) == "fp32"
     assert training_precision({"precision": "auto"}, use_cpu=False) == "bf16"  # a GPU
     # what TRL's trainer is given: bf16 autocast on the CPU, or none
+    import yaml
+
     from hardex.config import check_config
     from hardex.settings import grpo_settings
     from tests.support import SMOKE
-
-    import yaml
 
     g = grpo_settings(check_config(yaml.safe_load(SMOKE.read_text())), "tiny")
     args = grpo_args({**g, "precision": "auto"}, 0, tmp_path, use_cpu=True, steps=2)

@@ -9,9 +9,17 @@ import sys
 import pytest
 import yaml
 
-from hardex.cluster import (PartitionsUnknown, cluster_gpu_types, cluster_partitions, default_partition,
-                            gpu_model_error, misspelt_resources, partition_error, requested_gpu_models,
-                            requested_partitions)
+from hardex.cluster import (
+    PartitionsUnknown,
+    cluster_gpu_types,
+    cluster_partitions,
+    default_partition,
+    gpu_model_error,
+    misspelt_resources,
+    partition_error,
+    requested_gpu_models,
+    requested_partitions,
+)
 from tests.support import ROOT
 
 

@@ -12,8 +12,17 @@ import polars as pl
 import pytest
 
 from hardex.config import ConfigError, check_config
-from hardex.controls import (RandomReward, control_notices, derangement, format_reward, format_score, reads_an_answer,
-                             reward_line, run_reward, shuffled_rows)
+from hardex.controls import (
+    RandomReward,
+    control_notices,
+    derangement,
+    format_reward,
+    format_score,
+    reads_an_answer,
+    reward_line,
+    run_reward,
+    shuffled_rows,
+)
 from hardex.report import loading
 from hardex.report.beyond_controls import beyond_controls_note, gain_beyond_controls
 from hardex.report.gains import gain_table
@@ -21,7 +30,6 @@ from hardex.report.runs import run_summary
 from hardex.selection import CONTROLS, RunName, strategy_sort_key
 from hardex.settings import run_strategies
 from hardex.tasks import get_task
-
 
 # ---- the derangement -------------------------------------------------------------------------------
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from hardex.generation import Sampling
-
 from tests.support import one_torch_thread, tiny_model_dir
+
 
 @functools.lru_cache(maxsize=None)
 def prompts(n: int = 12) -> tuple[str, ...]:
@@ -293,7 +293,6 @@ def test_padding_rows_change_no_real_rows_tokens(eos_gen, monkeypatch):
     """On the fixed-shape step the graph replays (decode="static"), a batch computed with padding rows behind
     its real ones gives the tokens of the same batch at its exact sizes, with the padding rows' cache and mask
     made garbage (NaN keys and values, every position unmasked)."""
-    import torch
 
     from hardex.generation import static_step
 
@@ -372,8 +371,8 @@ def test_the_sampler_takes_rows_in_chunks_and_draws_what_the_whole_batch_would()
     49,152 words) now exist SAMPLE_ROWS rows at a time; each row's token is the one sampling the batch at once gives."""
     import torch
 
-    from hardex.generation.token_sampler import _sample_rows, sample_tokens
     from hardex.generation.sampling import SAMPLE_ROWS
+    from hardex.generation.token_sampler import _sample_rows, sample_tokens
 
     torch.manual_seed(0)
     rows = 2 * SAMPLE_ROWS + 37

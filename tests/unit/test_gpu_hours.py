@@ -11,8 +11,16 @@ import pytest
 
 from hardex import layout
 from hardex.config import ConfigError, check_config
-from hardex.job_time import (GPU_RATES, gpu_hours, gpu_hours_lines, gpu_rates, gpus_per_job_line, measured_train,
-                             sampling_seconds, train_seconds)
+from hardex.job_time import (
+    GPU_RATES,
+    gpu_hours,
+    gpu_hours_lines,
+    gpu_rates,
+    gpus_per_job_line,
+    measured_train,
+    sampling_seconds,
+    train_seconds,
+)
 from hardex.settings import decodings
 
 

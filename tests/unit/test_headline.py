@@ -7,12 +7,12 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from hardex.controls import control_preference
 from hardex.report.beyond_controls import beyond_controls_note, gain_beyond_controls
 from hardex.report.gains import gain_table
+from hardex.report.headline import headline_table
 from hardex.report.pairwise import pairwise_table
 from hardex.report.runs import run_summary
-from hardex.report.headline import headline_table
-from hardex.controls import control_preference
 from hardex.selection import CONTROLS, RunName
 from tests.unit.test_controls import results
 

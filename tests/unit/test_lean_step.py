@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from hardex.generation import Sampling
-
 from tests.support import one_torch_thread, tiny_model_dir
 from tests.unit.test_generation import prompts
 

@@ -6,8 +6,15 @@ import polars as pl
 import pytest
 
 from hardex.io import read_parquet, read_parquet_metadata, write_parquet_atomic
-from hardex.learnability import (UnlearnableSubsetError, check_learnable, probe_report, sampling_mismatch, tie,
-                                 tie_line, with_probe_posterior)
+from hardex.learnability import (
+    UnlearnableSubsetError,
+    check_learnable,
+    probe_report,
+    sampling_mismatch,
+    tie,
+    tie_line,
+    with_probe_posterior,
+)
 from hardex.posterior import with_posterior
 from hardex.probing import PROVENANCE_KEY, probe_provenance
 from hardex.report.pool import subset_pass_rates, ties_note

@@ -11,8 +11,8 @@ are also tested on architecture dicts written here.
 from __future__ import annotations
 
 import copy
-import math
 import inspect
+import math
 import re
 
 import pytest
@@ -395,8 +395,8 @@ def test_a_full_fine_tune_on_a_gpu_is_planned_in_float32_and_lora_over_bfloat16(
 def test_the_plans_train_dtype_is_the_one_training_loads(checked, finetune, precision):
     import torch
 
-    from hardex.settings import grpo_settings
     from hardex.precision import policy_dtype
+    from hardex.settings import grpo_settings
 
     model = {"path": "Qwen/Qwen3-4B", "chat": True, "dtype": "bfloat16", "size_b": 4.0}
     cfg = checked(hub_model_config(model, finetune=finetune, precision=precision), gpu=1, gpu_memory_gb=141)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.machinery
 import sys
 import types
-
 from pathlib import Path
 
 import pytest

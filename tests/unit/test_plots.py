@@ -9,14 +9,13 @@ import struct
 import polars as pl
 import pytest
 
-from hardex.report import loading, tables
+from hardex.report import loading, plots as P, tables
+from hardex.report.dynamics import dynamics_by_step
 from hardex.report.gains import gain_table, learnable_table
+from hardex.report.reference import load_reference, reference_curves
 from hardex.report.regression import regression_report
 from hardex.report.rollout_budget import rollout_budget
 from hardex.report.runs import accuracy_curves, run_summary
-from hardex.report.dynamics import dynamics_by_step
-from hardex.report.reference import load_reference, reference_curves
-from hardex.report import plots as P
 from tests.support import BENCHMARKS, PASS_K, write_results
 
 STYLE = {"dpi": 60}  # small files, same drawing code

@@ -9,8 +9,14 @@ import pytest
 from scipy import integrate, optimize, special, stats
 
 from hardex.metrics import expected_mixed
-from hardex.posterior import (JEFFREYS, MIN_FIT_EXAMPLES, expected_mixed_posterior, fit_prior, mixed_share,
-                              with_posterior)
+from hardex.posterior import (
+    JEFFREYS,
+    MIN_FIT_EXAMPLES,
+    expected_mixed_posterior,
+    fit_prior,
+    mixed_share,
+    with_posterior,
+)
 
 # SmolLM2-135M's probe of 100 sums at K = 8 (docs/results-real-model/pool_pass_rates.md): examples per count
 REAL_POOL = {0: 45, 1: 17, 2: 7, 3: 9, 4: 12, 5: 5, 6: 4, 7: 1, 8: 0}

@@ -13,8 +13,8 @@ import polars as pl
 import pytest
 from scipy import stats
 
-from hardex.config import ConfigError, check_config
 from hardex import statistics
+from hardex.config import ConfigError, check_config
 from hardex.report import loading, render, tables
 from hardex.report.power import POWER_KINDS, pooled_sd, power_table
 from hardex.report.runs import run_summary

@@ -15,7 +15,6 @@ from hardex.tasks.bbh import ShuffledObjectsTask
 from hardex.tasks.gsm8k import GSM8KTask
 from hardex.tasks.math import MATHTask
 from hardex.tasks.qa import QATask
-
 from tests.support import ROOT
 
 HUB = ROOT / "tests" / "fixtures" / "hub"

@@ -9,17 +9,15 @@ import json
 import time
 
 import pytest
+from reasoning_gym.factory import create_dataset  # the test extra installs it (pyproject.toml)
 
 from hardex import job
 from hardex.config import ConfigError, check_config
 from hardex.controls import run_reward
 from hardex.overlap import overlap
 from hardex.settings import split_spec
-from hardex.tasks import get_task
-from hardex.tasks import reasoning_gym as rgt
+from hardex.tasks import get_task, reasoning_gym as rgt
 from hardex.tasks.base import DataError
-
-from reasoning_gym.factory import create_dataset  # the test extra installs it (pyproject.toml)
 
 # five tasks of different kinds: integer sums, arithmetic in words, a number theory fact, a word, a probability
 SCORED_TASKS = ("chain_sum", "basic_arithmetic", "gcd", "spell_backward", "decimal_arithmetic", "leg_counting")

@@ -13,9 +13,9 @@ import pytest
 from hardex.config import ConfigError, check_config
 from hardex.report import AnalysisError, loading
 from hardex.report.gains import gain_curve
+from hardex.report.looks import look_in_metrics, verdict_note, verdict_table
 from hardex.report.runs import run_summary
 from hardex.report.verdicts import by_metric, metric_disagreements, metric_verdicts, metrics_note
-from hardex.report.looks import look_in_metrics, verdict_note, verdict_table
 from hardex.sequential import Design
 
 N_TEST, SEEDS = 20, range(4)

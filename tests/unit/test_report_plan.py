@@ -12,8 +12,7 @@ from snakemake.io import report as snakemake_report
 
 from hardex import layout
 from hardex.config import check_config
-from hardex.report import figures as drawn
-from hardex.report import plan
+from hardex.report import figures as drawn, plan
 from hardex.report.render import TABLE_FORMATS
 from hardex.report.tables import TABLES
 from tests.support import ROOT, SMOKE

@@ -10,8 +10,7 @@ import polars as pl
 import pytest
 
 from hardex.generation.sampling import Sampling
-from hardex.report import loading, tables
-from hardex.report import plots as P
+from hardex.report import loading, plots as P, tables
 from hardex.report.rescoring import rescore, rescored_table, scorers_of
 from hardex.report.sharpening import k_values, pass_at_k_table
 from hardex.tasks import get_task

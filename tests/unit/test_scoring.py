@@ -19,7 +19,6 @@ from hardex.tasks.hub_formats import VARIANTS, render_bbh
 from hardex.tasks.math import math_equal
 from hardex.tasks.numbers import is_plain_number, parse_number
 from hardex.tasks.released import released_last_box, released_shuffled_objects_correct
-
 from tests.support import ROOT
 
 HUB = ROOT / "tests" / "fixtures" / "hub"

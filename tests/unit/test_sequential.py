@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hardex import sequential
-from hardex import statistics
+from hardex import sequential, statistics
 from hardex.report.pairwise import pair_verdict
 from hardex.sequential import Design, LookTest, Verdict, decide, design_of, runs_needing_seeds, spent_alpha
 

@@ -10,10 +10,8 @@ import polars as pl
 import pytest
 
 from hardex.posterior import log_beta
-from hardex.report import loading
-from hardex.report import plots as P
-from hardex.report.sharpening import (beta_expect, fit_gamma, null_beyond, null_pass_at_k, null_verdict,
-                                      pass_at_k_table)
+from hardex.report import loading, plots as P
+from hardex.report.sharpening import beta_expect, fit_gamma, null_beyond, null_pass_at_k, null_verdict, pass_at_k_table
 
 # the Beta the audit fitted to real_model_cpu's base counts; sharpened as p^0.4
 A, B, GAMMA = 0.365, 2.77, 0.4

@@ -94,8 +94,8 @@ def test_cpu_tiers_splits_the_arith_pool_by_its_levels_and_each_tier_trains_its_
     import yaml
 
     from hardex.config import check_config
-    from hardex.tasks import get_task
     from hardex.schedule import run_steps
+    from hardex.tasks import get_task
 
     cfg = check_config(yaml.safe_load((Path(__file__).parents[2] / "experiments/cpu_tiers.yaml").read_text()))
     pool = get_task("arith").load_split({"name": "pool", "n": 240, "seed": 1, "difficulty": [1, 8]})

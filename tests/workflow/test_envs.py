@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml

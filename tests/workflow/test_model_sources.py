@@ -3,7 +3,6 @@ line, and a GGUF model is converted by one job that every job of the model waits
 
 from __future__ import annotations
 
-
 import pytest
 
 from tests.support import snakemake, stub_hub_cache, write_config

@@ -35,15 +35,14 @@ from contextlib import nullcontext
 from functools import cache
 from pathlib import Path
 
-from hardex.generation.decode_attention import (NAME as decode_attention_name, decode_attention,
-                                                one_token_attention)
+from hardex.devices import gpu_share, pick_device
+from hardex.generation.decode_attention import NAME as decode_attention_name, decode_attention, one_token_attention
 from hardex.generation.kv_cache import kv_cache_room, make_cache, prealloc_layer_class
 from hardex.generation.lean_step import LeanDecodeStep, adapters_merged, lean_unsupported
 from hardex.generation.sampling import Sampling
 from hardex.generation.static_step import StaticDecodeStep
 from hardex.generation.token_sampler import SamplerBuffers, sample_tokens, stream_key, stream_uniforms
 from hardex.models import encode_prompt
-from hardex.devices import gpu_share, pick_device
 from hardex.precision import resolve_precision, torch_dtype
 
 

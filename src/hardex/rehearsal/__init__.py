@@ -34,8 +34,8 @@ from hardex.checkout import workflow_file
 from hardex.forkserver import run_snakemake
 from hardex.rehearsal.samples import sample_split
 from hardex.schedule import completions_per_step
-from hardex.selection import RunName
 from hardex.schema import schema_defaults
+from hardex.selection import RunName
 from hardex.settings import GENERATED_FAMILIES
 from hardex.tasks.seeded import PREFIX as SCORING_PREFIX
 

@@ -24,8 +24,8 @@ import numpy as np
 import polars as pl
 
 from hardex.report.loading import Results
-from hardex.statistics import bootstrap_mean_interval, t_interval
 from hardex.selection import strategy_sort_key
+from hardex.statistics import bootstrap_mean_interval, t_interval
 
 #: the bins, by the base model's pass rate on the half of its samples that places a question: never solved,
 #: solved in up to a third, up to two thirds, more, and always solved

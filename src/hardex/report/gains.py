@@ -13,8 +13,16 @@ import numpy as np
 import polars as pl
 
 from hardex.report.loading import Results
-from hardex.report.runs import (CELL_KEYS, RUN_KEYS, base_outcomes, in_paper_order, mean_accuracy,
-                                paired_differences, question_differences, run_summary)
+from hardex.report.runs import (
+    CELL_KEYS,
+    RUN_KEYS,
+    base_outcomes,
+    in_paper_order,
+    mean_accuracy,
+    paired_differences,
+    question_differences,
+    run_summary,
+)
 from hardex.statistics import bootstrap_mean_interval, seeds_and_questions_interval, t_interval
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import polars as pl
 
 from hardex.controls import REGISTRY as CONTROL_REGISTRY
-from hardex.statistics import DIFFERS
 from hardex.selection import CONTROLS, RunName
+from hardex.statistics import DIFFERS
 
 # the verdict words the headline and the pairwise table share (pairwise.pair_verdict)
 ONE_SEED = "one seed"  # how a verdict from a bootstrap over test questions starts: no claim across training runs

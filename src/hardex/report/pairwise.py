@@ -15,8 +15,8 @@ from hardex.report.catch_up import EQUIVALENCE_MARGIN
 from hardex.report.headline import DIFFERS, ONE_SEED
 from hardex.report.loading import Results
 from hardex.report.runs import gains_by_run, run_comparison
-from hardex.statistics import holm
 from hardex.selection import RunName, strategy_sort_key
+from hardex.statistics import holm
 
 PAIRWISE_SCHEMA = {"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "versus": pl.Utf8, "n_seeds": pl.Int64,
                    "interval": pl.Utf8, "difference": pl.Float64, "difference_ci_low": pl.Float64,

@@ -13,8 +13,8 @@ import numpy as np
 import polars as pl
 
 from hardex.report.runs import in_paper_order
-from hardex.statistics import seeds_needed
 from hardex.selection import RunName, strategy_sort_key
+from hardex.statistics import seeds_needed
 
 POWER_KINDS = ("control", "base", "pair")  # the power table's row order within a model x task
 

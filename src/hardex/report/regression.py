@@ -18,8 +18,8 @@ import numpy as np
 import polars as pl
 
 from hardex.report.runs import CELL_KEYS, in_paper_order
-from hardex.statistics import regression
 from hardex.selection import BUDGET_STRATEGIES, strategy_sort_key
+from hardex.statistics import regression
 
 
 def regression_cells(summary: pl.DataFrame, strategies: Sequence[str] | None = None) -> pl.DataFrame:

@@ -17,8 +17,8 @@ from hardex.metrics import learnable_pct, summarize
 from hardex.report import AnalysisError
 from hardex.report.catch_up import EQUIVALENCE_MARGIN
 from hardex.report.loading import Results
-from hardex.statistics import bootstrap_means, bootstrap_p, percentile_interval, t_interval, t_test_p
 from hardex.selection import strategy_sort_key
+from hardex.statistics import bootstrap_means, bootstrap_p, percentile_interval, t_interval, t_test_p
 
 RUN_KEYS = ["model", "task", "strategy", "seed"]
 CELL_KEYS = ["model", "task", "strategy"]

@@ -43,8 +43,8 @@ import polars as pl
 from hardex.metrics import pass_at_k
 from hardex.posterior import MIN_FIT_EXAMPLES, fit_prior, log_beta
 from hardex.report.loading import Results
-from hardex.statistics import t_interval
 from hardex.selection import strategy_sort_key
+from hardex.statistics import t_interval
 
 #: bootstrap resamples of the one-seed interval: each refits the Beta (tens of ms), so fewer than the
 #: report's bootstrap; a few hundred place a 95 % interval's ends well enough for a verdict

@@ -6,11 +6,18 @@ import copy
 import importlib
 from typing import Any
 
+from hardex.tasks import seeded
 from hardex.tasks.base import (
-    BOX_INSTRUCTION, DEFAULT_TEMPLATE, DataError, PromptFormat, Task, check_split, last_boxed, strip_echo,
+    BOX_INSTRUCTION,
+    DEFAULT_TEMPLATE,
+    DataError,
+    PromptFormat,
+    Task,
+    check_split,
+    last_boxed,
+    strip_echo,
     template_error,
 )
-from hardex.tasks import seeded
 
 # config name -> "module:Class"; imported lazily so that a task's heavy deps load only when used
 REGISTRY: dict[str, str] = {

@@ -20,6 +20,7 @@ from hardex.tasks.hub_formats import PER_SUBJECT_HUBS, SUBJECTS, subject_key
 from hardex.tasks.numbers import is_plain_number, parse_number, same_number
 from hardex.tasks.rows import config_specs, field, finish, read_rows
 
+
 def parse_level(level: Any, where: str) -> int | None:
     """Tier from ``"Level 3"`` or ``3``. A handful of MATH train problems say ``"Level ?"``: their tier
     is null (they drop out of any `levels` filter) rather than an error, so full loads still work."""

@@ -7,16 +7,33 @@ before training (`pool`); what they share, colours, lines, markers, style and `s
 names below are the ones the report, its scripts and tests call as `plots.<name>`.
 """
 
-from hardex.report.plots.drawing import (
-    DEFAULT_STYLE, MARKERS, ONLINE_LINESTYLE, STRATEGY_COLORS, STRATEGY_LINESTYLE, STRATEGY_MARKER, save_figure,
-    strategy_color, strategy_linestyle, strategy_marker,
-)
 from hardex.report.plots.curves import (
-    plot_accuracy_curves, plot_gain_curve, plot_tier_curves, plot_training_dynamics, plot_zero_std,
+    plot_accuracy_curves,
+    plot_gain_curve,
+    plot_tier_curves,
+    plot_training_dynamics,
+    plot_zero_std,
+)
+from hardex.report.plots.drawing import (
+    DEFAULT_STYLE,
+    MARKERS,
+    ONLINE_LINESTYLE,
+    STRATEGY_COLORS,
+    STRATEGY_LINESTYLE,
+    STRATEGY_MARKER,
+    save_figure,
+    strategy_color,
+    strategy_linestyle,
+    strategy_marker,
 )
 from hardex.report.plots.outcomes import (
-    plot_across_tasks, plot_capacity, plot_gain_by_difficulty, plot_gain_vs_compute, plot_learnable_vs_gain,
-    plot_pass_at_k, regression_title,
+    plot_across_tasks,
+    plot_capacity,
+    plot_gain_by_difficulty,
+    plot_gain_vs_compute,
+    plot_learnable_vs_gain,
+    plot_pass_at_k,
+    regression_title,
 )
 from hardex.report.plots.pool import plot_pool_pass_rates, plot_survey
 

@@ -22,12 +22,21 @@ from hardex.metrics import sort_tiers  # noqa: E402
 from hardex.report.dynamics import QUANTITIES  # noqa: E402
 from hardex.report.plots import drawing  # noqa: E402
 from hardex.report.plots.drawing import (  # noqa: E402
-    _at_least_ten_points, _first_metrics_panels, _grid, _integer_steps, _legend_below, _legend_of_panels, _no_data,
-    _rc, _style, strategy_color, strategy_linestyle, strategy_marker,
+    _at_least_ten_points,
+    _first_metrics_panels,
+    _grid,
+    _integer_steps,
+    _legend_below,
+    _legend_of_panels,
+    _no_data,
+    _rc,
+    _style,
+    strategy_color,
+    strategy_linestyle,
+    strategy_marker,
 )
 from hardex.report.reference import map_names  # noqa: E402
 from hardex.selection import strategy_sort_key  # noqa: E402
-
 
 # ---- Figure 2 of paper 1: accuracy over training -----------------------------------------------------
 

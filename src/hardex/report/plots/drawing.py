@@ -20,7 +20,6 @@ from hardex.controls import REGISTRY as CONTROL_REGISTRY  # noqa: E402
 from hardex.io import atomic_path  # noqa: E402
 from hardex.selection import STRATEGIES, RunName, strategy_sort_key  # noqa: E402
 
-
 # One colour per strategy in every figure (colour-blind-safe Tableau order, hard = red).
 STRATEGY_COLORS = {"hard": "#d62728", "medium": "#ff7f0e", "easy": "#2ca02c", "random": "#1f77b4",
                    "base_wrong": "#9467bd", "base_right": "#8c564b", "matched_random": "#17becf", "full": "#7f7f7f",

@@ -22,12 +22,21 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from hardex.report.plots import drawing  # noqa: E402
 from hardex.report.plots.drawing import (  # noqa: E402
-    MARKERS, _at_least_ten_points, _first_metrics_panels, _grid, _legend_below, _legend_of_panels, _no_data, _rc,
-    _style, strategy_color, strategy_linestyle, strategy_marker,
+    MARKERS,
+    _at_least_ten_points,
+    _first_metrics_panels,
+    _grid,
+    _legend_below,
+    _legend_of_panels,
+    _no_data,
+    _rc,
+    _style,
+    strategy_color,
+    strategy_linestyle,
+    strategy_marker,
 )
 from hardex.selection import STRATEGIES, RunName, strategy_sort_key  # noqa: E402
 from hardex.statistics import confidence_band  # noqa: E402
-
 
 # ---- Figure 3 of paper 1: learnable % against gain ---------------------------------------------------
 

@@ -21,7 +21,6 @@ from hardex.report.plots import drawing  # noqa: E402
 from hardex.report.plots.drawing import _legend_below, _no_data, _rc, _style, strategy_color  # noqa: E402
 from hardex.selection import strategy_sort_key  # noqa: E402
 
-
 # ---- pool pass rates with the subsets marked ----------------------------------------------------------
 
 
