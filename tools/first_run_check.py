@@ -92,7 +92,8 @@ SHARES = 12
 #: the small model's train job (issue 44): the study's arith job as it ran on the H100 (16 steps of 2 x 8, 48
 #: tokens), against the same job's steps on this project's 2 CPU cores: 16.9 s a step, 270 s for its 16
 #: (docs/gpu-runs.md, section 5); issue 44 asked a GPU for 20x that, start-up counted apart
-SMALL_MODEL, SMALL_CONFIG = "HuggingFaceTB/SmolLM2-135M-Instruct", "docs/results-real-model-study/arith-h100-config.yaml"
+SMALL_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
+SMALL_CONFIG = "docs/results-real-model-study/arith-h100-config.yaml"
 CPU_STEP_S, TARGET_SPEEDUP = 16.9, 20
 #: the tests of tests/unit that need CUDA for the graph decode and nccl, with their CPU neighbours
 GPU_TESTS = ("tests/unit/test_generation.py", "tests/unit/test_gpu_first_run.py")
@@ -173,9 +174,9 @@ def peak_gib() -> str:
 # ---- the presets, their plans and their models -----------------------------------------------------------------
 
 def preset(name: str) -> dict:
-    """A preset of experiments/, checked as planning checks it (defaults filled), with each model's weights those
-    of its kept architecture (path: standin; a built one is built): the checks train random weights of the real sizes, and a host with
-    no network or cache (a compute node) must still plan them."""
+    """A preset of experiments/, checked as planning checks it (defaults filled), with each model's weights those of its
+    kept architecture (path: standin; a built one is built): the checks train random weights of the real sizes, and a
+    host with no network or cache (a compute node) must still plan them."""
     import yaml
 
     from hardex.config import check_config
@@ -287,7 +288,7 @@ def prompts(tok, n: int, tokens: int, chat: bool = True) -> list[str]:
     return out
 
 
-def train(model_dir: Path, rows: list[dict], g: dict, run: Path, time_limit=None) -> dict:
+def train(model_dir: Path, rows: list[dict], grpo: dict, run: Path, time_limit=None) -> dict:
     """hardex's train_grpo on `rows` with a reward that mixes every group (by the completion's length); the pace
     line of a `time_limit` (hardex.time_limit) printed for the record."""
     from hardex.training import train_grpo
@@ -295,7 +296,7 @@ def train(model_dir: Path, rows: list[dict], g: dict, run: Path, time_limit=None
     reward = lambda completion, answer, prompt: float(len(completion) % 2)  # noqa: E731
     log = lambda *a: print("  " + " ".join(map(str, a)).removeprefix("[hardex] "), flush=True) \
         if a and "a step" in str(a[0]) else None  # noqa: E731
-    return train_grpo(str(model_dir), rows, reward, g, 0, run, run / "final", run / "steps.parquet",
+    return train_grpo(str(model_dir), rows, reward, grpo, 0, run, run / "final", run / "steps.parquet",
                       identity={"model": str(model_dir)}, log=log, run_name=run.name, time_limit=time_limit)
 
 
@@ -305,10 +306,10 @@ def step_seconds(run: Path) -> list[float]:
     return pl.read_parquet(run / "steps.parquet")["step_time"].to_list()
 
 
-def tiny_grpo(g: dict, tiny: bool, **changes) -> dict:
+def tiny_grpo(grpo: dict, tiny: bool, **changes) -> dict:
     """A preset's grpo block for a check of a few steps; with `tiny`, a few short completions too."""
     small = dict(prompts_per_step=2, num_generations=2, gradient_accumulation_steps=1, max_completion_length=8)
-    return {**g, "save_steps": 1, "epochs": None, **changes, **(small if tiny else {})}
+    return {**grpo, "save_steps": 1, "epochs": None, **changes, **(small if tiny else {})}
 
 
 def generation_batch(gen: dict, cfg: dict, samples: int, new_tokens: int) -> int:
@@ -367,15 +368,15 @@ def check_train_paper(tiny: bool, work: Path) -> str:
 
     cfg = preset(name)
     preset_steps = grpo_settings(cfg, model)["max_steps"]
-    g = tiny_grpo(grpo_settings(cfg, model), tiny, max_steps=2)
+    grpo = tiny_grpo(grpo_settings(cfg, model), tiny, max_steps=2)
     estimate = train_seconds(cfg, model, preset_steps)
     limit_min = runtime_minutes(cfg, model, estimate, 1)  # the first attempt's -t
     model_dir = saved_model(hub_id, work, tiny)
     tok = tokenizer_of(hub_id)
-    rows = [{"prompt": p, "answer": "1"} for p in prompts(tok, 2 * g["prompts_per_step"], 16 if tiny else 500)]
+    rows = [{"prompt": p, "answer": "1"} for p in prompts(tok, 2 * grpo["prompts_per_step"], 16 if tiny else 500)]
     if cuda():
         torch.cuda.reset_peak_memory_stats()
-    summary = train(model_dir, rows, g, work / "run-paper", train_time_limit(cfg, model, limit_min))
+    summary = train(model_dir, rows, grpo, work / "run-paper", train_time_limit(cfg, model, limit_min))
     if summary["steps"] != 2:
         raise AssertionError(f"trained {summary['steps']} steps, expected 2")
     seconds = step_seconds(work / "run-paper")
@@ -536,8 +537,8 @@ def check_twelve_shares(tiny: bool, work: Path) -> str:
     env = {**os.environ, "HARDEX_JOBS_PER_GPU": str(SHARES), "HARDEX_FIRST_RUN_BARRIER": f"{barrier}:{k}"}
     card = nvidia_smi("memory.total")
     if card:
-        print(f"  twelve shares of {int(card[0]) / 1024:.1f} GiB: {share_line(share_plan(SHARES, int(card[0]) * 2**20))}",
-              flush=True)
+        shares = share_line(share_plan(SHARES, int(card[0]) * 2**20))
+        print(f"  twelve shares of {int(card[0]) / 1024:.1f} GiB: {shares}", flush=True)
     used, running = [], True
 
     def sample():
@@ -582,7 +583,8 @@ def check_twelve_shares(tiny: bool, work: Path) -> str:
                  f"{max(r['reserved'] for r in records) / GIB:.2f} GiB of a {plan['cap'] / GIB:.2f} GiB cap each; "
                  + share_line(plan))
     if used and card:
-        line += f"; the card's used memory peaked at {max(used) / 1024:.1f} of {int(card[0]) / 1024:.1f} GiB (nvidia-smi)"
+        line += (f"; the card's used memory peaked at {max(used) / 1024:.1f} of {int(card[0]) / 1024:.1f} GiB "
+                 "(nvidia-smi)")
     return line
 
 
@@ -592,14 +594,16 @@ def check_graph_nccl(tiny: bool, work: Path) -> str:
     `--tiny` or without a GPU they are only collected (the GPU ones skip on a CPU; the CPU lane runs the rest)."""
     import xml.etree.ElementTree as ET
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", *GPU_TESTS, "-k", GPU_TESTS_K]
     if tiny or not cuda():
         out = subprocess.run([*base, "--collect-only", "-q"], capture_output=True, text=True, cwd=ROOT, env=env)
         ids = [x for x in out.stdout.splitlines() if "::" in x]
         for word in ("cuda_graph", "nccl"):
             if not any(word in x for x in ids):
-                raise AssertionError(f"no test named *{word}* among {GPU_TESTS} ({out.stdout[-300:]}{out.stderr[-300:]})")
+                raise AssertionError(f"no test named *{word}* among {GPU_TESTS} "
+                                     f"({out.stdout[-300:]}{out.stderr[-300:]})")
         return f"{len(ids)} tests collected, the GPU ones among them (run on a GPU: here only collected)"
     xml = work / "graph-nccl.xml"
     out = subprocess.run([*base, "-q", "-rs", f"--junitxml={xml}"], capture_output=True, text=True, cwd=ROOT, env=env)
@@ -608,7 +612,8 @@ def check_graph_nccl(tiny: bool, work: Path) -> str:
              for c in ET.parse(xml).getroot().iter("testcase")}
     bad = {n: how for n, how in cases.items() if how != "passed"}
     if bad or not cases:
-        raise AssertionError(f"{len(bad)} of {len(cases)} not passed: " + ", ".join(f"{n} {how}" for n, how in bad.items()))
+        raise AssertionError(f"{len(bad)} of {len(cases)} not passed: "
+                             + ", ".join(f"{n} {how}" for n, how in bad.items()))
     return f"{len(cases)} passed: " + ", ".join(cases)
 
 
@@ -619,9 +624,11 @@ def check_small_train_job(tiny: bool, work: Path) -> str:
     SmolLM2-135M-Instruct's architecture at random weights, and splits its time."""
     model = saved_model(SMALL_MODEL, work, tiny)
     steps = 2 if tiny else 16
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, str(ROOT / "perf" / "train_startup.py"), "--config", str(ROOT / SMALL_CONFIG),
-                          "--model", str(model), "--steps", str(steps)], capture_output=True, text=True, cwd=work, env=env)
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, str(ROOT / "perf" / "train_startup.py"), "--config",
+                          str(ROOT / SMALL_CONFIG), "--model", str(model), "--steps", str(steps)],
+                         capture_output=True, text=True, cwd=work, env=env)
     if out.returncode:
         raise RuntimeError(f"perf/train_startup.py exited {out.returncode}: {(out.stderr or out.stdout)[-500:]}")
     marks = {m.group(2): float(m.group(1)) for m in re.finditer(r"^\s*([\d.]+) s  (.+)$", out.stdout, re.M)}
@@ -646,11 +653,11 @@ def check_full_ft_moves(tiny: bool, work: Path) -> str:
     from hardex.settings import grpo_settings
 
     cfg = preset("gpu_mini.yaml")
-    g = tiny_grpo(grpo_settings(cfg, "mini"), True, max_steps=4, save_steps=4)
+    grpo = tiny_grpo(grpo_settings(cfg, "mini"), True, max_steps=4, save_steps=4)
     model_dir = standin(work)
     tok = tokenizer_of("Qwen/Qwen3-4B")
     run = work / "run-full-ft"
-    train(model_dir, [{"prompt": p, "answer": "1"} for p in prompts(tok, 8, 32)], g, run)
+    train(model_dir, [{"prompt": p, "answer": "1"} for p in prompts(tok, 8, 32)], grpo, run)
     before = load_file(str(model_dir / "model.safetensors"))
     after = load_file(str(run / "final" / "model.safetensors"))
     moved = total = 0
@@ -675,11 +682,11 @@ def check_trl_rollouts(tiny: bool, work: Path) -> str:
 
     cfg = preset("hard_examples_code.yaml")
     four_bit = cuda() and importlib.util.find_spec("bitsandbytes") is not None
-    g = tiny_grpo(grpo_settings(cfg, "qwen3-4b"), True, max_steps=2,
-                  quantization="4bit" if four_bit else "none", prompts_per_step=2, num_generations=4)
+    grpo = tiny_grpo(grpo_settings(cfg, "qwen3-4b"), True, max_steps=2,
+                     quantization="4bit" if four_bit else "none", prompts_per_step=2, num_generations=4)
     tok = tokenizer_of("Qwen/Qwen3-4B")
     run = work / "run-trl"
-    summary = train(standin(work), [{"prompt": p, "answer": "1"} for p in prompts(tok, 8, 32)], g, run)
+    summary = train(standin(work), [{"prompt": p, "answer": "1"} for p in prompts(tok, 8, 32)], grpo, run)
     adapter = load_file(str(run / "final" / "adapter_model.safetensors"))
     dtypes = sorted({str(t.dtype).removeprefix("torch.") for t in adapter.values()})
     if dtypes != ["float32"]:
@@ -699,13 +706,13 @@ def check_zero3_1proc(tiny: bool, work: Path) -> str:
     from hardex.launch import launch_training
     from hardex.settings import grpo_settings
 
-    g = tiny_grpo(grpo_settings(preset(PAPER_MODEL[0]), PAPER_MODEL[1]), True, max_steps=2, rollouts="trl",
-                  distributed="zero3", gradient_accumulation_steps=2, num_generations=4)
+    grpo = tiny_grpo(grpo_settings(preset(PAPER_MODEL[0]), PAPER_MODEL[1]), True, max_steps=2, rollouts="trl",
+                     distributed="zero3", gradient_accumulation_steps=2, num_generations=4)
     tok = tokenizer_of("Qwen/Qwen3-4B")
     ckpt = work / "run-zero3" / "checkpoints"
     ckpt.mkdir(parents=True, exist_ok=True)
     spec = {"model_path": str(standin(work)), "rows": [{"prompt": p, "answer": "1"} for p in prompts(tok, 8, 32)],
-            "reward": {"family": "arith", "scoring": "lenient", "scale": 1.0}, "g": g, "seed": 0,
+            "reward": {"family": "arith", "scoring": "lenient", "scale": 1.0}, "grpo": grpo, "seed": 0,
             "ckpt_dir": str(ckpt), "resume": None, "steps_total": 2, "trainer_args": {}}
     launch_training(spec, ckpt / "launch.json", 1, "zero3", log=lambda *a: None)
     steps = checkpoint_steps(ckpt)
@@ -799,7 +806,8 @@ def run_plan(names, budget: float, run, report: Report, clock=time.monotonic) ->
         rows.append({"name": name, **res})
         for x in res.get("record", []):  # what a check prints for the record (model sizes, pace, shares)
             report.write(x)
-        report.write(f"{res['status']} {name} ({res['seconds']:.0f} s of {PLAN[name].seconds} planned): {res['detail']}")
+        report.write(f"{res['status']} {name} ({res['seconds']:.0f} s of {PLAN[name].seconds} planned): "
+                     f"{res['detail']}")
         if res.get("log"):
             tail = res["log"].strip().splitlines()[-(80 if res["status"] == "FAIL" else 15):]
             report.write(f"==== {name}: {res['status']}, last lines of its log", *tail, "", to_logs=True)

@@ -129,7 +129,8 @@ def check_cuda_order(cpu: bool, work: Path, architecture: str) -> str:
         raise AssertionError(f"CUDA touched before narrowing: {early}")
     if visible not in (None, 1):
         raise AssertionError(f"the trainer sees {visible} GPUs, not its 1")
-    return f"narrowed to 0 before {len(seen)} CUDA call(s)" + ("" if visible is None else f"; trainer sees {visible} GPU")
+    return (f"narrowed to 0 before {len(seen)} CUDA call(s)"
+            + ("" if visible is None else f"; trainer sees {visible} GPU"))
 
 
 def _standin(work: Path, architecture: str) -> Path:
@@ -151,16 +152,16 @@ def _rows() -> list[dict]:
     return [{"prompt": f"What is {i} + {i}? Answer:", "answer": str(2 * i)} for i in range(8)]
 
 
-def _plan_gib(model: Path, g: dict) -> float:
+def _plan_gib(model: Path, grpo: dict) -> float:
     """The memory plan's estimate for this train job on a GPU (its card undeclared: nothing refused)."""
     from hardex.memory_estimate import estimate_train
 
     arch = json.loads((model / "config.json").read_text())
-    return estimate_train(arch, dtype="bfloat16", finetune=g["finetune"], lora=g["lora"], grpo=g, prompt_tokens=16,
-                          device="cuda").total
+    return estimate_train(arch, dtype="bfloat16", finetune=grpo["finetune"], lora=grpo["lora"], grpo=grpo,
+                          prompt_tokens=16, device="cuda").total
 
 
-def _train(work: Path, architecture: str, name: str, g: dict, launch: bool = False) -> str:
+def _train(work: Path, architecture: str, name: str, grpo: dict, launch: bool = False) -> str:
     import torch
 
     from hardex.training import train_grpo
@@ -179,11 +180,12 @@ def _train(work: Path, architecture: str, name: str, g: dict, launch: bool = Fal
 
         ckpt = run / "checkpoints"
         ckpt.mkdir(parents=True, exist_ok=True)
-        g = {**g, "precision": resolve_precision(g["precision"], use_cpu=not torch.cuda.is_available())}  # as train_grpo does
+        # the precision resolved as train_grpo resolves it
+        grpo = {**grpo, "precision": resolve_precision(grpo["precision"], use_cpu=not torch.cuda.is_available())}
         spec = {"model_path": str(model), "rows": _rows(), "reward": {"family": "arith", "scoring": "lenient",
                                                                        "scale": 1.0},
-                "g": g, "seed": 0, "ckpt_dir": str(ckpt), "resume": None, "steps_total": run_steps(g, 8),
-                "trainer_args": tracker_args(g["report_to"], name, run)}
+                "grpo": grpo, "seed": 0, "ckpt_dir": str(ckpt), "resume": None, "steps_total": run_steps(grpo, 8),
+                "trainer_args": tracker_args(grpo["report_to"], name, run)}
         import threading
 
         used, stop = [], threading.Event()
@@ -206,7 +208,7 @@ def _train(work: Path, architecture: str, name: str, g: dict, launch: bool = Fal
             raise AssertionError(f"checkpoints {steps}, expected 2 steps")
         peak = max(used) if used else None  # the device's used memory, the CUDA contexts included
     else:
-        summary = train_grpo(str(model), _rows(), reward, g, 0, run, run / "final", run / "steps.parquet",
+        summary = train_grpo(str(model), _rows(), reward, grpo, 0, run, run / "final", run / "steps.parquet",
                              log=lambda *a: None, run_name=name)
         if summary["steps"] != 2:
             raise AssertionError(f"trained {summary['steps']} steps, expected 2")
@@ -215,7 +217,7 @@ def _train(work: Path, architecture: str, name: str, g: dict, launch: bool = Fal
         list(run.rglob("events.out.tfevents*"))
     if not events:
         raise AssertionError("no TensorBoard event file written")
-    plan = _plan_gib(model, g)
+    plan = _plan_gib(model, grpo)
     what = "device memory used at most" if launch else "peak GPU memory allocated"
     measured = "no CUDA: no GPU peak" if peak is None else f"{what} {peak:.2f} GiB"
     return f"2 steps, LoRA, checkpointing, TensorBoard; {measured}, plan {plan:.2f} GiB"

@@ -228,7 +228,7 @@ def test_the_trainer_config_is_made_before_the_model_loads(monkeypatch, tmp_path
     from hardex.training import fit
 
     order = []
-    real_config, real_load = trl.GRPOConfig, transformers.AutoModelForCausalLM.from_pretrained
+    real_config = trl.GRPOConfig
 
     class Stop(Exception):
         pass
@@ -243,9 +243,9 @@ def test_the_trainer_config_is_made_before_the_model_loads(monkeypatch, tmp_path
 
     monkeypatch.setattr(trl, "GRPOConfig", config)
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", load)
-    g = check_config(copy.deepcopy(smoke_config))["grpo"]
+    grpo = check_config(copy.deepcopy(smoke_config))["grpo"]
     with pytest.raises(Stop):
-        fit(str(tiny_model), [{"prompt": "p", "answer": "a"}] * 8, lambda *a: 0.0, g, 0, tmp_path, None, 2, {})
+        fit(str(tiny_model), [{"prompt": "p", "answer": "a"}] * 8, lambda *a: 0.0, grpo, 0, tmp_path, None, 2, {})
     assert order == ["GRPOConfig", "from_pretrained"]
 
 
@@ -253,13 +253,15 @@ def test_the_smoke_script_runs_its_cpu_checks(tmp_path):
     from tests.support import ROOT
 
     res = subprocess.run(["bash", str(ROOT / "tools" / "gpu-smoke.sh"), "--cpu"], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT, env={**os.environ, "PYTHON": sys.executable, "GPU_SMOKE_DIR": str(tmp_path)})
+                         timeout=120, cwd=ROOT,
+                         env={**os.environ, "PYTHON": sys.executable, "GPU_SMOKE_DIR": str(tmp_path)})
     # (the script puts src/ first on PYTHONPATH and keeps the rest: an offline host's packages live there)
     out = res.stdout
     assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
     assert "FAIL" not in out.replace("0 FAIL", "")
     for check in ("versions", "nccl-reduction", "cuda-order", "grpo-1proc", "grpo-accelerate", "grpo-4bit", "vllm"):
-        assert any(line.split()[1:2] == [check] for line in out.splitlines() if line.startswith(("PASS", "SKIP"))), check
+        assert any(line.split()[1:2] == [check] for line in out.splitlines()
+                   if line.startswith(("PASS", "SKIP"))), check
     assert "SUMMARY" in out
 
 
@@ -279,7 +281,8 @@ def test_the_first_run_check_runs_at_tiny_sizes(tmp_path):
                               "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-cache")})
     out = res.stdout
     assert res.returncode == 0, out[-3000:] + res.stderr[-3000:]
-    results = {line.split()[1]: line.split()[0] for line in out.splitlines() if line.startswith(("PASS", "SKIP", "FAIL"))}
+    results = {line.split()[1]: line.split()[0] for line in out.splitlines()
+               if line.startswith(("PASS", "SKIP", "FAIL"))}
     assert list(results) == list(CHECKS), out  # each once, in the plan's order
     assert "FAIL" not in results.values(), out
     # what a CPU runs, it must pass: only ZeRO (CUDA and deepspeed) may skip
@@ -446,3 +449,47 @@ def test_a_check_cut_at_its_limit_leaves_none_of_its_processes(first_run, tmp_pa
         except OSError:
             continue
     assert not left
+
+
+def test_the_launched_checks_hand_the_workers_the_spec_they_read(first_run, tmp_path, monkeypatch):
+    """The smoke's grpo-accelerate check and the first-run check's zero3-1proc build the job spec a run's processes
+    are handed (hardex.launch, hardex.train_worker) themselves; on a GPU they launch it. Here each is stopped where
+    accelerate would start and its spec read as launch_training and a worker read it: the grpo settings under the
+    spec's own key (a spec with the former key "g" failed both on a GPU with KeyError: 'grpo')."""
+    import importlib.util
+
+    from hardex import launch, train_worker
+
+    import gpu_smoke
+
+    class Launched(Exception):
+        pass
+
+    def command(spec_file, processes, strategy, **options):  # what launch_training read from the spec
+        raise Launched(spec_file, options)
+
+    fitted = []
+    monkeypatch.setattr(launch, "launch_command", command)
+    monkeypatch.setattr(train_worker, "fit", lambda *args: fitted.append(args))
+    monkeypatch.setattr(train_worker, "die_with_parent", lambda: None)
+    monkeypatch.setattr(train_worker, "hold_to_share", lambda: None)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: find_spec(name, *a) or (object() if name == "deepspeed" else None))
+    monkeypatch.setattr(first_run, "cuda", lambda: True)  # past the check's skips; nothing reaches CUDA
+
+    grpo = gpu_smoke._grpo()
+    with pytest.raises(Launched) as smoke:
+        gpu_smoke._train(tmp_path / "smoke", "Qwen/Qwen3-4B", "grpo-accelerate", grpo, launch=True)
+    with pytest.raises(Launched) as zero3:
+        first_run.check_zero3_1proc(True, tmp_path / "zero3")
+    handed = []
+    for launched in (smoke, zero3):
+        spec_file, options = launched.value.args
+        train_worker.main(str(spec_file))
+        handed.append(fitted[-1][3])  # the grpo settings fit was given
+        assert (options["accumulation"], options["precision"]) == (handed[-1]["gradient_accumulation_steps"],
+                                                                   handed[-1]["precision"])
+    unresolved = {k: v for k, v in handed[0].items() if k != "precision"}  # the smoke resolves auto first
+    assert unresolved == {k: v for k, v in grpo.items() if k != "precision"}
+    assert (handed[1]["distributed"], handed[1]["rollouts"], handed[1]["max_steps"]) == ("zero3", "trl", 2)
