@@ -81,8 +81,8 @@ def config_pool(configfile: str | Path, model_path: str, n: int | None = None):
 
 
 def matmul_bound(parameters: int, seconds: float = 3.0, size: int = 2048, dtype=None) -> dict:
-    """This machine's matmul rate in `dtype` (float32 by default; GFLOP/s, torch's current threads) and the
-    generation rate it bounds for a model of `parameters` (about 2 floating-point operations per parameter per token)."""
+    """This machine's matmul rate in `dtype` (float32 by default; GFLOP/s, torch's current threads) and the generation
+    rate it bounds for a model of `parameters` (about 2 floating-point operations per parameter per token)."""
     import time
 
     import torch

@@ -1,8 +1,8 @@
-"""GRPO steps per second of the built tiny model's train job (experiments/cpu_tiny.yaml), with TRL's own rollouts (`model.generate`),
-with hardex's generator through TRL's rollout function and, with --vllm, with a vLLM engine given the
-policy's weights before every step (`grpo.rollouts`: trl, hardex, vllm), side by side in one run, and
-where a step's time goes: sampling the rollouts against everything else (scoring, the forward and
-backward passes, the optimizer, TRL's bookkeeping).
+"""GRPO steps per second of the built tiny model's train job (experiments/cpu_tiny.yaml), with TRL's own rollouts
+(`model.generate`), with hardex's generator through TRL's rollout function and, with --vllm, with a vLLM engine given
+the policy's weights before every step (`grpo.rollouts`: trl, hardex, vllm), side by side in one run, and where a step's
+time goes: sampling the rollouts against everything else (scoring, the forward and backward passes, the optimizer, TRL's
+bookkeeping).
 
     python perf/grpo_step.py                       # builds the tiny model once
     python perf/grpo_step.py --model results/models/tiny --steps 20 --repeats 3
@@ -42,11 +42,12 @@ def main() -> None:
     ap.add_argument("--vllm", action="store_true", help="also time vLLM rollouts (grpo.rollouts: vllm)")
     ap.add_argument("--precisions", default="auto",
                     help="grpo.precision values to time side by side, comma-separated (e.g. fp32,auto)")
-    ap.add_argument("--rollouts", default=None, help="rollout modes, comma-separated (default trl,hardex[,vllm]; "
-                                                     "hardex-dynamic: hardex's decoding by transformers' forward (generation.decode: dynamic); "
-                                                     "hardex-unshared: with TRL's log-probabilities; "
-                                                     "hardex-sdpa: decoding with PyTorch's SDPA at one token; "
-                                                     "hardex-uncut: every completion run to the batch's longest)")
+    ap.add_argument("--rollouts", default=None,
+                    help="rollout modes, comma-separated (default trl,hardex[,vllm]; "
+                         "hardex-dynamic: hardex's decoding by transformers' forward (generation.decode: dynamic); "
+                         "hardex-unshared: with TRL's log-probabilities; "
+                         "hardex-sdpa: decoding with PyTorch's SDPA at one token; "
+                         "hardex-uncut: every completion run to the batch's longest)")
     args = ap.parse_args()
     rollouts = args.rollouts.split(",") if args.rollouts else ["trl", "hardex", *(["vllm"] if args.vllm else [])]
     precisions = args.precisions.split(",")
@@ -141,22 +142,26 @@ def main() -> None:
                    "phase_seconds_per_step": {k: v / len(step_s) for k, v in phase_seconds.items()},
                    "gpu_busy_pct": busy.mean}
             runs.append(run)
-            print(f"repeat {repeat + 1}/{args.repeats} {mode:6s} ({run['precision']}): {run['seconds_per_step']:.3f} s/step "
-                  f"(rollouts {run['rollout_seconds_per_step']:.3f} s; first step {run['first_step_seconds']:.1f} s), mean completion {run['completion_length']:.1f} tokens"
+            print(f"repeat {repeat + 1}/{args.repeats} {mode:6s} ({run['precision']}): "
+                  f"{run['seconds_per_step']:.3f} s/step (rollouts {run['rollout_seconds_per_step']:.3f} s; "
+                  f"first step {run['first_step_seconds']:.1f} s), "
+                  f"mean completion {run['completion_length']:.1f} tokens"
                   + (f", GPU busy {busy.mean:.0f} % of the run" if busy.mean is not None else ""),
                   flush=True)
 
     summary = {}
     for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]
-        step, roll = median([r["seconds_per_step"] for r in mine]), median([r["rollout_seconds_per_step"] for r in mine])
+        step = median([r["seconds_per_step"] for r in mine])
+        roll = median([r["rollout_seconds_per_step"] for r in mine])
         busy = [r["gpu_busy_pct"] for r in mine if r["gpu_busy_pct"] is not None]
         summary[mode] = {"steps_per_second": 1 / step, "seconds_per_step": step, "rollout_seconds": roll,
                          "rest_seconds": step - roll, "gpu_busy_pct": median(busy) if busy else None}
     info = machine()
     print(f"\nmachine: {info}")
-    print(f"{Path(args.config).name} train job: {g0['prompts_per_step']} prompts x {g0['num_generations']} completions per step, "
-          f"up to {g0['max_completion_length']} tokens, {args.threads} thread(s); medians of {args.repeats} repeats")
+    print(f"{Path(args.config).name} train job: {g0['prompts_per_step']} prompts x {g0['num_generations']} "
+          f"completions per step, up to {g0['max_completion_length']} tokens, {args.threads} thread(s); "
+          f"medians of {args.repeats} repeats")
     print(f"{'rollouts':14s} {'steps/s':>8s} {'s/step':>8s} {'sampling s':>11s} {'rest s':>8s}")
     for mode, s in summary.items():
         print(f"{mode:14s} {s['steps_per_second']:8.2f} {s['seconds_per_step']:8.3f} {s['rollout_seconds']:11.3f} "
@@ -171,7 +176,8 @@ def main() -> None:
               + f" {summary[mode]['seconds_per_step'] - sum(each.values()):8.3f}")
     for mode, s in summary.items():
         if s["gpu_busy_pct"] is not None:
-            print(f"{mode}: GPU busy {s['gpu_busy_pct']:.0f} % of the run (NVML utilization.gpu, median of the repeats)")
+            print(f"{mode}: GPU busy {s['gpu_busy_pct']:.0f} % of the run "
+                  "(NVML utilization.gpu, median of the repeats)")
     for mode in modes[1:]:
         speedup = summary[modes[0]]["seconds_per_step"] / summary[mode]["seconds_per_step"]
         print(f"{mode}: {speedup:.2f}x the steps per second of {modes[0]}")
@@ -179,7 +185,8 @@ def main() -> None:
         best = min(summary, key=lambda m: summary[m]["seconds_per_step"])
         met = "met" if summary[best]["seconds_per_step"] <= args.target else "NOT met"
         print(f"target    <= {args.target:g} s per step: {met} ({best}: {summary[best]['seconds_per_step']:.2f} s)")
-    dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)}, OUT / f"grpo_step_{Path(args.config).stem}{'_vllm' if args.vllm else ''}.json")
+    dump({"machine": info, "runs": runs, "summary": summary, "args": vars(args)},
+         OUT / f"grpo_step_{Path(args.config).stem}{'_vllm' if args.vllm else ''}.json")
 
 
 if __name__ == "__main__":

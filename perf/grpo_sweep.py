@@ -1,5 +1,5 @@
-"""Does GRPO move the built tiny model (experiments/cpu_tiny.yaml, the default until 2026-11-26) within its budget? A sweep of GRPO settings on
-its full pools, each run scored as the report scores it: the gain in points on the held-out
+"""Does GRPO move the built tiny model (experiments/cpu_tiny.yaml, the default until 2026-11-26) within its budget? A
+sweep of GRPO settings on its full pools, each run scored as the report scores it: the gain in points on the held-out
 test split over the base model, with a paired bootstrap 95 % interval over test examples.
 
     python perf/grpo_sweep.py --model results/models/tiny           # the model the workflow built
@@ -35,7 +35,8 @@ def main() -> None:
     ap.add_argument("--lr", nargs="+", type=float, default=[3e-5, 1e-4, 2e-4])
     ap.add_argument("--loss", nargs="+", default=["grpo:group", "dapo:none"], help="loss_type:scale_rewards")
     ap.add_argument("--prompts-per-step", type=int, default=None)
-    ap.add_argument("--subset", nargs="+", type=int, default=[0], help="train on a random subset of this size (0 = the pool)")
+    ap.add_argument("--subset", nargs="+", type=int, default=[0],
+                    help="train on a random subset of this size (0 = the pool)")
     ap.add_argument("--eval-samples", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()

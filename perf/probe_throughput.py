@@ -283,7 +283,8 @@ def main(argv=None):
         "baseline_batch": args.baseline_batch, "token_budget": args.token_budget,
         "effective_token_budget": gen.effective_token_budget(),
         "torch_threads": torch.get_num_threads(), "machine": info, "runs": runs, **bound,
-        "float32_matmul_gflops": bound_f32["matmul_gflops"], "float32_bound_tokens_per_s": bound_f32["bound_tokens_per_s"],
+        "float32_matmul_gflops": bound_f32["matmul_gflops"],
+        "float32_bound_tokens_per_s": bound_f32["bound_tokens_per_s"],
         "baseline_tokens_per_s": base_tps, "hardex_tokens_per_s": ours_tps, "ratio": ours_tps / base_tps,
     }
     print()
@@ -297,7 +298,8 @@ def main(argv=None):
     print(f"hardex    (HFGenerator, token budget {args.token_budget}, effective {gen.effective_token_budget()}): "
           f"median {ours_tps:10.1f} tokens/s over {args.repeats} repeats")
     print(f"ratio     {ours_tps / base_tps:.2f}x")
-    print(f"bound     {bound['bound_tokens_per_s']:10.1f} tokens/s ({dtype_name} matmul {bound['matmul_gflops']:.0f} GFLOP/s): "
+    print(f"bound     {bound['bound_tokens_per_s']:10.1f} tokens/s ({dtype_name} matmul "
+          f"{bound['matmul_gflops']:.0f} GFLOP/s): "
           f"hardex at {ours_tps / bound['bound_tokens_per_s']:.0%} of it (target 60 %)")
     if str(device) == "cpu":  # the run's own matmuls at the shapes it ran, timed alone (_common.run_matmul_bound)
         gen.shapes = []

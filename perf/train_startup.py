@@ -61,7 +61,8 @@ def main() -> None:
     marks[f"train_grpo: its {len(steps)} steps"] = sum(steps)
     marks["train_grpo: the rest (model load, trainer, checkpoint, final weights)"] = wall - sum(steps)
     total = time.perf_counter() - t_start
-    print(f"\n{Path(args.config).name}, {args.model}, {torch.cuda.get_device_name() if torch.cuda.is_available() else 'CPU'}")
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
+    print(f"\n{Path(args.config).name}, {args.model}, {device}")
     for name, s in marks.items():
         print(f"{s:8.1f} s  {name}")
     print(f"{total:8.1f} s  in all, from the interpreter's start of this script (the first step: {steps[0]:.1f} s)")

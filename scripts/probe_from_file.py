@@ -33,4 +33,5 @@ with job_log(snakemake) as log:
     for label, count in histogram(counts["pass_rate"]):
         log(f"  {label:12s} {count:6d}  {'#' * round(50 * count / counts.height)}")
     mixed = counts["pass_rate"].is_between(0, 1, closed="none")
-    log(f"learnable: {mixed.sum()} of {counts.height} pool examples ({100 * mixed.mean():.1f} %) have 0 < pass rate < 1")
+    log(f"learnable: {mixed.sum()} of {counts.height} pool examples ({100 * mixed.mean():.1f} %) "
+        "have 0 < pass rate < 1")

@@ -18,4 +18,5 @@ with job_log(snakemake) as log:
     write_table(table, Path(snakemake.output[0]).with_suffix(""), TITLE, recommend_note(table), p.decimals,
                 banner=p.banner)
     for row in table.filter(table["rank"] == 1).iter_rows(named=True):
-        log(f"{row['model']}/{row['task']}: {row['recommended']} ({row['predicted_learnable_pct']:.0f} % predicted mixed)")
+        log(f"{row['model']}/{row['task']}: {row['recommended']} "
+            f"({row['predicted_learnable_pct']:.0f} % predicted mixed)")

@@ -86,13 +86,14 @@ def bos_chat_model(tmp_path_factory) -> Path:
     tok.decoder = decoders.ByteLevel()
     special = ["<|bos|>", "<|eos|>", "<|pad|>"]
     tok.train_from_iterator(["Alice has a red ball. Bob has? (A) red (B) blue"] * 4, trainers.BpeTrainer(
-        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+        vocab_size=300, special_tokens=special, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False))
     tok.post_processor = processors.TemplateProcessing(single="<|bos|> $A", special_tokens=[("<|bos|>", 0)])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>")
     fast.chat_template = ("{{ bos_token }}{% for m in messages %}<|user|>{{ m['content'] }}\n{% endfor %}"
                           "{% if add_generation_prompt %}<|assistant|>{% endif %}")
-    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                                         num_attention_heads=2, num_key_value_heads=2, head_dim=16,
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(fast), hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
                                          max_position_embeddings=256, bos_token_id=0, eos_token_id=1, pad_token_id=2))
     out = tmp_path_factory.mktemp("bos") / "model"
     model.save_pretrained(out)

@@ -227,7 +227,8 @@ def build_swaps_model(out: Path, hidden_size: int, epochs: int = 1) -> Path:
     rows = warmstart_rows(task, task.load_split({"name": "sft", "n": 64, "seed": 0, "difficulty": [0, 2]}))
     arch = {"hidden_size": hidden_size, "intermediate_size": 2 * hidden_size, "num_layers": 2, "num_heads": 2,
             "vocab_size": 320, "max_position_embeddings": 256}
-    build_model(out, rows, arch, {"seed": 0, "batch_size": 16, "epochs": epochs, "learning_rate": 5e-3}, log=lambda *a: None)
+    build_model(out, rows, arch, {"seed": 0, "batch_size": 16, "epochs": epochs, "learning_rate": 5e-3},
+                log=lambda *a: None)
     return out
 
 

@@ -321,7 +321,8 @@ def _checked_members(tar: tarfile.TarFile, manifest: dict[str, Any]) -> list[tar
     for member in tar:
         if member.name == MANIFEST:
             continue
-        if member.name not in expected or not member.isfile() or not member.name.startswith(("results/", METADATA + "/")):
+        if (member.name not in expected or not member.isfile()
+                or not member.name.startswith(("results/", METADATA + "/"))):
             raise ArchiveError(f"{member.name}: in the archive but not a file of its manifest's results")
         h = hashlib.sha256()
         with tar.extractfile(member) as fh:

@@ -79,8 +79,9 @@ def step_recorder(path: Path, counts: Callable[[], dict[str, Any]]):
                 return
             for key in ("loss", "grad_norm"):  # fail loudly: later steps would train on garbage
                 if not math.isfinite(logs.get(key) or 0.0):
-                    raise FloatingPointError(f"{key.replace('_', ' ')} is {logs[key]} at step {state.global_step}; lower "
-                                             f"the learning rate or check the rewards (last good checkpoint kept)")
+                    raise FloatingPointError(
+                        f"{key.replace('_', ' ')} is {logs[key]} at step {state.global_step}; lower the learning "
+                        "rate or check the rewards (last good checkpoint kept)")
             row = {col: logs.get(key) for key, col in TRL_KEYS.items()}  # TRL gathers these across processes
             row["step"] = state.global_step
             row["step_time"] = time.time() - self.t0

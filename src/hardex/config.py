@@ -78,7 +78,8 @@ def _cross_checks(cfg: dict) -> None:
     for name, m in cfg["models"].items():
         for task in m.get("tasks") or []:
             if task not in cfg["tasks"]:
-                raise ConfigError(f"models.{name}.tasks: {task!r} is no task of this config ({', '.join(cfg['tasks'])})")
+                raise ConfigError(f"models.{name}.tasks: {task!r} is no task of this config "
+                                  f"({', '.join(cfg['tasks'])})")
     for name, m in cfg["models"].items():
         if (m.get("architecture") or m["path"] == "standin") and m.get("architecture") not in known():
             raise ConfigError(f"models.{name}.architecture: {m.get('architecture')!r} is not a kept architecture "
@@ -93,8 +94,9 @@ def _cross_checks(cfg: dict) -> None:
             for i, ref in enumerate(m["build"]["sft_from"]):
                 split_exists(ref, f"models.{name}.build.sft_from[{i}]")
                 if (family := datasets[ref.split("/", 1)[0]]["family"]) not in SYNTHETIC_FAMILIES:
-                    raise ConfigError(f"models.{name}.build.sft_from[{i}]: {ref!r} is a {family} split, whose rows carry "
-                                      f"no worked solution to warm-start on; name a split of {', '.join(SYNTHETIC_FAMILIES)}")
+                    raise ConfigError(f"models.{name}.build.sft_from[{i}]: {ref!r} is a {family} split, whose rows "
+                                      f"carry no worked solution to warm-start on; name a split of "
+                                      f"{', '.join(SYNTHETIC_FAMILIES)}")
         grpo = grpo_settings(cfg, name)
         completions = completions_per_step(grpo)
         where = f"models.{name}.grpo" if m.get("grpo") else "grpo"
@@ -137,8 +139,8 @@ def _cross_checks(cfg: dict) -> None:
             raise ConfigError(f"{where('n_samples')}: greedy decoding ({where('temperature')} 0) takes n_samples 1 "
                               f"(benchmark {ref})")
         if max(dec["pass_k"]) > dec["n_samples"]:
-            raise ConfigError(f"{where('pass_k')}: {dec['pass_k']} needs n_samples >= {max(dec['pass_k'])} for benchmark "
-                              f"{ref}; {where('n_samples')} is {dec['n_samples']}")
+            raise ConfigError(f"{where('pass_k')}: {dec['pass_k']} needs n_samples >= {max(dec['pass_k'])} for "
+                              f"benchmark {ref}; {where('n_samples')} is {dec['n_samples']}")
     _check_greedy_and_base_pass_k(cfg)
 
 
@@ -167,7 +169,8 @@ def _check_greedy_and_base_pass_k(cfg: dict) -> None:
                               f"decoding is greedy (temperature 0): one completion per question")
         if k < decoding[ref]["n_samples"]:
             raise ConfigError(f"evaluation.base_pass_k: {k} is below the {decoding[ref]['n_samples']} samples "
-                              f"(n_samples) the checkpoints take on {ref} (task {task}): the base needs at least as many")
+                              f"(n_samples) the checkpoints take on {ref} (task {task}): "
+                              "the base needs at least as many")
 
 
 def _check_seed_design(cfg: dict) -> None:

@@ -62,8 +62,9 @@ def check_split(key: str, family: str, split: str, spec: dict) -> None:
             raise ConfigError(f"{key}.{window}: {spec[window]} must be [low, high] with low <= high")
     room = get_task(family).capacity({**spec, "name": split})
     if spec["n"] > room // 2:  # beyond half of them, drawing distinct items takes ever longer
-        raise ConfigError(f"{key}.n: {spec['n']} items asked, but only about {room} distinct ones exist in this split "
-                          f"for difficulty {spec['difficulty']}; ask for at most {room // 2} or widen the difficulty range")
+        raise ConfigError(f"{key}.n: {spec['n']} items asked, but only about {room} distinct ones exist in this "
+                          f"split for difficulty {spec['difficulty']}; "
+                          f"ask for at most {room // 2} or widen the difficulty range")
 
 
 def check_reasoning_gym(cfg: dict) -> None:
@@ -182,9 +183,9 @@ def check_imported_probes(cfg: dict) -> None:
         except ImportedRatesError as e:
             raise ConfigError(str(e)) from None
         if greedy_strategies and GREEDY_COLUMN not in rates.columns:
-            raise ConfigError(f"{key}: selection.strategies {', '.join(greedy_strategies)} split the pool by the base "
-                              f"model's greedy answer, which {probe['from']} does not give (no {GREEDY_COLUMN} column); "
-                              f"add the column or drop those strategies")
+            raise ConfigError(f"{key}: selection.strategies {', '.join(greedy_strategies)} split the pool by the "
+                              f"base model's greedy answer, which {probe['from']} does not give (no {GREEDY_COLUMN} "
+                              f"column); add the column or drop those strategies")
 
 
 def _planned_split(cfg: dict, ref: str) -> pl.DataFrame | None:

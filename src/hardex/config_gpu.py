@@ -16,8 +16,8 @@ def check_gpu_training(where: str, grpo: dict) -> None:
     processes = grpo["processes"]
     own_rollouts = grpo["rollouts"] in ("hardex", "vllm")  # hardex.rollouts.HardexRollouts
     if processes > 1 and own_rollouts and grpo["prompts_per_step"] % processes:
-        raise ConfigError(f"{where}.prompts_per_step: {grpo['prompts_per_step']} prompts do not split into whole groups "
-                          f"over {processes} processes (grpo.processes), which hardex's rollouts "
+        raise ConfigError(f"{where}.prompts_per_step: {grpo['prompts_per_step']} prompts do not split into whole "
+                          f"groups over {processes} processes (grpo.processes), which hardex's rollouts "
                           f"(grpo.rollouts: {grpo['rollouts']}) need; use a multiple of {processes}")
     if processes > 1 and own_rollouts and grpo["distributed"] in SHARDED_WEIGHTS:
         raise ConfigError(f"{where}.rollouts: {grpo['rollouts']} samples the unwrapped model, whose weights "
@@ -35,8 +35,8 @@ def check_gpu_training(where: str, grpo: dict) -> None:
                           f"vllm-server, trl or hardex")
     if grpo["quantization"] != "none" and grpo["rollouts"] in ("vllm", "vllm-server"):
         # TRL merges the adapters into the packed NF4 weights and sends uint8 tensors to a 16-bit engine
-        raise ConfigError(f"{where}.quantization: {grpo['quantization']} with rollouts: {grpo['rollouts']} would add the "
-                          f"LoRA deltas to packed 4-bit weights; use rollouts: hardex or trl")
+        raise ConfigError(f"{where}.quantization: {grpo['quantization']} with rollouts: {grpo['rollouts']} would add "
+                          f"the LoRA deltas to packed 4-bit weights; use rollouts: hardex or trl")
     if grpo["rollouts"] == "vllm-server" and grpo["finetune"] == "lora" and grpo["precision"] != "fp32":
         # TRL's sync (W += dW, read, W -= dW) rounds twice a step: in 16 bits the frozen base and the KL reference
         # walk away over a run (tests/unit/test_vllm_server.py); float32's rounding is 2^16 times finer. auto is

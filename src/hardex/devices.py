@@ -213,8 +213,8 @@ def hold_to_share(share: float | None = None) -> float:
 
 
 #: a vLLM engine's memory share on each device when generation.vllm.gpu_memory_utilization is null (on a GPU,
-#: of the job's share of it: memory_utilization). On CPU vLLM reads it as a share of the host's (NUMA node's) memory, most of which the
-#: other processes of a job already hold.
+#: of the job's share of it: memory_utilization). On CPU vLLM reads it as a share of the host's (NUMA node's)
+#: memory, most of which the other processes of a job already hold.
 MEMORY_SHARE = {"cuda": 0.9, "cpu": 0.3}
 #: the same for an engine colocated with a trainer in one job (grpo.rollouts: vllm): on a GPU the
 #: policy, its gradients and optimizer state need the rest; TRL's colocate mode defaults to 0.3 too

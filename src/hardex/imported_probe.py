@@ -48,8 +48,8 @@ def _some(ids: Iterable[Any]) -> str:
 def _read(path: Path, key: str) -> pl.DataFrame:
     kind = READERS.get(path.suffix.lower())
     if kind is None:
-        raise ImportedRatesError(f"{key}: {path}: a pass-rate file is {', '.join(f'{v} ({k})' for k, v in READERS.items())}, "
-                                 f"by its name's ending")
+        kinds = ", ".join(f"{v} ({k})" for k, v in READERS.items())
+        raise ImportedRatesError(f"{key}: {path}: a pass-rate file is {kinds}, by its name's ending")
     if not path.is_file():
         raise ImportedRatesError(f"{key}: {path} does not exist (a path relative to the working directory)")
     try:
@@ -158,13 +158,15 @@ def probe_table(rates: pl.DataFrame, pool: pl.DataFrame, key: str) -> pl.DataFra
         "id", "k", "n_correct", "pass_rate", "greedy_correct", "tier", pl.lit(None, dtype=pl.Int64).alias("tokens"))
 
 
-def imported_provenance(path: str | Path, note: str | None, rates: pl.DataFrame, prior: dict[str, Any]) -> dict[str, Any]:
+def imported_provenance(path: str | Path, note: str | None, rates: pl.DataFrame,
+                        prior: dict[str, Any]) -> dict[str, Any]:
     """The probe table's provenance (`hardex.probing.PROVENANCE_KEY`) for imported rates: the keys hardex's
     probe records, None where the file cannot say (the model's fingerprint, the sampling), k where every
     example has the same number of samples, and `imported`: the file, its sha256, the config's note and the
     `source` values (the first few)."""
     ks = rates["samples"].unique()
-    sources = rates[SOURCE_COLUMN].drop_nulls().unique(maintain_order=True).to_list() if SOURCE_COLUMN in rates.columns else []
+    sources = (rates[SOURCE_COLUMN].drop_nulls().unique(maintain_order=True).to_list()
+               if SOURCE_COLUMN in rates.columns else [])
     return {"model_fingerprint": None, "dtype": None, "backend": None, "scorer": None,
             "k": int(ks[0]) if ks.len() == 1 else None, "temperature": None, "top_p": None, "max_new_tokens": None,
             "seed": None, "adaptive": False, "prior": prior,

@@ -2,11 +2,11 @@
 from its work (steps x completions x tokens; prompts x samples x tokens) at stated GPU rates rather than from
 the model's size alone, so that a long run of a large model is not killed at its first attempt's limit.
 
-The rates are those stated for the GPU kind the config names (compute.gpu_kind: GPU_RATES; compute.gpu_rates for another card); on a CPU, and
-where the work cannot be known while Snakemake plans (an architecture that is not kept, a hub split not
-downloaded yet), a job asks compute.runtime_min + runtime_min_per_b x size_b minutes as before. Snakemake
-sizes a job's resources again when it submits it, once its inputs exist, so the row counts read from their
-files (split_rows) are the real ones by then.
+The rates are those stated for the GPU kind the config names (compute.gpu_kind: GPU_RATES; compute.gpu_rates
+for another card); on a CPU, and where the work cannot be known while Snakemake plans (an architecture that is
+not kept, a hub split not downloaded yet), a job asks compute.runtime_min + runtime_min_per_b x size_b minutes
+as before. Snakemake sizes a job's resources again when it submits it, once its inputs exist, so the row counts
+read from their files (split_rows) are the real ones by then.
 
 The same estimates, summed over a config's jobs, are the GPU-hours `snakemake -n` prints per model
 (gpu_hours_lines); there a model whose runs already recorded train steps in the working directory trains at
@@ -349,8 +349,9 @@ def gpu_shortfall(cfg: dict, available: int | None) -> str | None:
         if need > available:
             server = f" + {grpo['vllm_server_gpus']} of its vLLM server" if grpo["rollouts"] == "vllm-server" else ""
             return (f"models.{model}: a train job takes {need} GPUs (compute.gpu {cfg['compute']['gpu']} for each of "
-                    f"grpo.processes {grpo['processes']}{server}), more than --resources gpu={available}: Snakemake would "
-                    f"run it on {available}, its processes sharing them; lower grpo.processes or raise the resource")
+                    f"grpo.processes {grpo['processes']}{server}), more than --resources gpu={available}: Snakemake "
+                    f"would run it on {available}, its processes sharing them; "
+                    "lower grpo.processes or raise the resource")
     if (need := generation_gpus(cfg)) > available:
         return (f"compute.gpu: a probe or evaluate job takes {need} GPUs, more than --resources gpu={available}: lower "
                 f"compute.gpu (GPUs per job, not the node's count) or raise the resource")
@@ -430,8 +431,8 @@ def gpu_hours(cfg: dict, model: str, benchmarks: Callable[[str, bool], list[dict
     train, evaluate = [], []
     for t in tasks:
         bench = benchmarks(t, True)
-        evaluate.append(sampling_seconds(cfg, model, evaluation_work(cfg, bench, [layout.data_file(b["ref"]) for b in bench],
-                                                                     seeds)))
+        paths = [layout.data_file(b["ref"]) for b in bench]
+        evaluate.append(sampling_seconds(cfg, model, evaluation_work(cfg, bench, paths, seeds)))
     for t, strategy in runs:
         steps = run_steps_planned(cfg, model, t, strategy, None, layout.data_file(cfg["tasks"][t]["pool"]))
         seconds = train_seconds(cfg, model, steps) if steps else None

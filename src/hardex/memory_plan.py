@@ -94,9 +94,9 @@ def plan(cfg: dict) -> list[JobPlan]:
         vllm_dtype = dtype if dtype != "auto" else "bfloat16"
         grpo = grpo_settings(cfg, model)
         float32_policy = not gpu or grpo["finetune"] == "full" or grpo["precision"] == "fp32"
-        jobs = [_Job("train", arch, dict(dtype="float32" if float32_policy else "bfloat16", finetune=grpo["finetune"], lora=grpo["lora"],
-                                         grpo=grpo, prompt_tokens=prompt_tokens, device_gb=checked, parameters=parameters,
-                                         device=device))]
+        jobs = [_Job("train", arch, dict(dtype="float32" if float32_policy else "bfloat16", finetune=grpo["finetune"],
+                                         lora=grpo["lora"], grpo=grpo, prompt_tokens=prompt_tokens, device_gb=checked,
+                                         parameters=parameters, device=device))]
         # the batch the generator packs: the model's own token budget where it sets one, as its jobs run
         common = dict(dtype=vllm_dtype if gen["backend"] == "vllm" else hf_dtype,
                       batch_tokens=generation_settings(cfg, model)["token_budget"],
@@ -114,16 +114,17 @@ def plan(cfg: dict) -> list[JobPlan]:
             prompts = known_split_size(cfg, cfg["tasks"][task]["pool"])
             if not adaptive.get("enabled"):  # a full probe generates one chunk of the pool at a time
                 prompts = min(prompts or p["chunk_size"], p["chunk_size"])
-            probes.append((task, dict(common, samples=samples, max_new_tokens=p["max_new_tokens"], top_p=Sampling.from_config(p).top_p,
-                                      prompts=prompts)))
+            probes.append((task, dict(common, samples=samples, max_new_tokens=p["max_new_tokens"],
+                                      top_p=Sampling.from_config(p).top_p, prompts=prompts)))
         if probes:
             jobs.append(_worst("probe", arch, probes))
         full = grpo["finetune"] == "full"
         # the base model takes evaluation.base_pass_k samples on each task's first benchmark
         base_k = {t["benchmarks"][0]: cfg["evaluation"].get("base_pass_k") or 0 for t in cfg["tasks"].values()}
-        evals = [(ref, dict(common, samples=max(dec["n_samples"], base_k.get(ref, 0)), max_new_tokens=dec["max_new_tokens"], top_p=Sampling.from_config(dec).top_p,
-                            weight_copies=3 if full else 1, lora=None if full else grpo["lora"],
-                            prompts=known_split_size(cfg, ref)))
+        evals = [(ref, dict(common, samples=max(dec["n_samples"], base_k.get(ref, 0)),
+                            max_new_tokens=dec["max_new_tokens"], top_p=Sampling.from_config(dec).top_p,
+                            weight_copies=3 if full else 1,
+                            lora=None if full else grpo["lora"], prompts=known_split_size(cfg, ref)))
                  for ref, dec in decodings(cfg).items()]
         jobs.append(_worst("evaluate", arch, evals))
         for job in jobs:

@@ -127,7 +127,8 @@ def model_fingerprint(path: str | Path) -> str:
     """
     folder = Path(resolve_model(path))
     files = sorted(f for f in folder.rglob("*") if f.is_file() and f.suffix in FINGERPRINT_SUFFIXES
-                   and f.name not in FINGERPRINT_SKIP and not any(p.startswith(".") for p in f.relative_to(folder).parts)
+                   and f.name not in FINGERPRINT_SKIP
+                   and not any(p.startswith(".") for p in f.relative_to(folder).parts)
                    and not any(fnmatchcase(f.relative_to(folder).as_posix(), skip) for skip in HUB_SKIP))
     if not any(f.suffix in (".safetensors", ".bin", ".pt", ".pth") for f in files):
         raise FileNotFoundError(f"{path}: no model weights (*.safetensors, *.bin) in {folder}")

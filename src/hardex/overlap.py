@@ -164,10 +164,10 @@ def check_task(task: str, pool_ref: str, pool: pl.DataFrame, benchmarks: dict[st
         worst = max(found, key=lambda r: found[r]["overlap"])
         f = found[worst]
         raise OverlapError(
-            f"tasks.{task}: {total} questions of its benchmarks are in its pool {pool_ref} ({worst}: {f['overlap']} of "
-            f"{f['n_benchmark']}, {f['exact']} exact, {f['normalized']} after normalizing, {f['same_problem']} the same "
-            f"problem in other words; e.g. {_shown(f['examples'])}): the gain would be measured on training data. Use "
-            f"disjoint splits, or accept it with tasks.{task}.allow_overlap: {total}")
+            f"tasks.{task}: {total} questions of its benchmarks are in its pool {pool_ref} ({worst}: {f['overlap']} "
+            f"of {f['n_benchmark']}, {f['exact']} exact, {f['normalized']} after normalizing, {f['same_problem']} the "
+            f"same problem in other words; e.g. {_shown(f['examples'])}): the gain would be measured on training "
+            f"data. Use disjoint splits, or accept it with tasks.{task}.allow_overlap: {total}")
     near = sum(f["near_duplicates"] for f in found.values())
     if allowed_near is not None and near > allowed_near:
         worst = max(found, key=lambda r: found[r]["near_duplicates"])

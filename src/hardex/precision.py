@@ -10,8 +10,9 @@ bfloat16 needs a GPU of compute capability 8.0 or above (Ampere on): older cards
 refuses it. There `auto` takes fp32, not fp16: the models hardex trains were pretrained in bfloat16, whose
 activations can exceed float16's range (65504), and fp32 computes what a CPU run of the same design computes;
 fp16 stays available by name, for speed. `grpo.precision: bf16` on such a card is refused: at planning where
-the config states the card's capability (compute.gpu_rates.compute_capability; hardex.config_gpu), else in the job. On a CPU, `auto`
-takes bf16 where the CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX), fp32 elsewhere.
+the config states the card's capability (compute.gpu_rates.compute_capability; hardex.config_gpu), else in the
+job. On a CPU, `auto` takes bf16 where the CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX), fp32
+elsewhere.
 
 The card is read without starting CUDA (nvidia-smi) unless this process has started it already: a probe or
 evaluation process must not start CUDA before its vLLM engine starts its workers.

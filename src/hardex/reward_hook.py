@@ -14,9 +14,9 @@ with the completion's text, the example's reference answer (a shuffled control's
 rendered prompt (chat template and system message included); the run's reward is `grpo.reward_scale` times what
 it returns. Planning refuses a hook that does not import, is not callable or cannot be called that way
 (`check_hook`), and one that raises or returns no finite number when called on a pool example with a right, an
-empty and a wrong completion (`check_returns`), naming the key. A run's settings hold the spec and a hash of the file the function is defined in
-(`hook_settings`), so editing that file trains again. The processes of a run trained in several
-(hardex.train_worker) load the hook again by its spec: a function is not what crosses to them.
+empty and a wrong completion (`check_returns`), naming the key. A run's settings hold the spec and a hash of the
+file the function is defined in (`hook_settings`), so editing that file trains again. The processes of a run
+trained in several (hardex.train_worker) load the hook again by its spec: a function is not what crosses to them.
 
 Evaluation never calls a hook: accuracy is the benchmark's, the task's scorer's.
 """
@@ -172,8 +172,8 @@ def hook_reward(spec: str, scale: float = 1.0, root: Path | None = None) -> Call
         try:
             value = hook(completion, answer, prompt)
         except Exception as e:  # tied to the hook and the call, not a bare traceback from inside the trainer
-            raise HookError(f"reward hook {spec} raised {_one_line(e)} when called with completion {completion[:60]!r}, "
-                            f"answer {answer[:60]!r}") from e
+            raise HookError(f"reward hook {spec} raised {_one_line(e)} when called with completion "
+                            f"{completion[:60]!r}, answer {answer[:60]!r}") from e
         try:
             number = float(value)
         except (TypeError, ValueError):

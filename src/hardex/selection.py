@@ -260,7 +260,8 @@ def select(
         m = base_split_size(df)
         if m < 1:
             side = "wrong" if not df["greedy_correct"].any() else "right"
-            raise SelectionError(f"{strategy}: the base model gets every pool example {side}; no size-matched split exists")
+            raise SelectionError(f"{strategy}: the base model gets every pool example {side}; "
+                                 "no size-matched split exists")
         if strategy == "matched_random":
             chosen = df[_rng(seed, strategy).permutation(n)[:m]]
         else:

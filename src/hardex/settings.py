@@ -3,10 +3,10 @@
 Each view is a function of the config as `hardex.config.check_config` leaves it (defaults filled, keys
 sorted) and a model, task, run or split: the grpo section with a model's overrides (`grpo_settings`), one
 run's (`run_grpo_settings`), the probe section with a task's (`probe_settings`), a benchmark's decoding
-(`decodings`), a select job's strategy settings (`select_settings`), a split's loader spec and, where planning can tell, its size. A key that changes no result is
-left out of a view, so that Snakemake's params trigger reruns what an edit touches and nothing else. Also the
-notice at planning of a probe that samples otherwise than GRPO (`sampling_notices`). Validation reads these
-views in its cross-checks; nothing here validates.
+(`decodings`), a select job's strategy settings (`select_settings`), a split's loader spec and, where planning
+can tell, its size. A key that changes no result is left out of a view, so that Snakemake's params trigger
+reruns what an edit touches and nothing else. Also the notice at planning of a probe that samples otherwise than
+GRPO (`sampling_notices`). Validation reads these views in its cross-checks; nothing here validates.
 """
 
 from __future__ import annotations
@@ -169,7 +169,8 @@ def run_strategies(cfg: dict) -> list[str]:
     <strategy>_<control> for its controls (`selection.controls`)."""
     sel = cfg["selection"]
     online = [RunName(s, online=True) for s in sel["online_strategies"]]
-    controls = [RunName(s, control=control) for control, strategies in (sel.get("controls") or {}).items() for s in strategies]
+    controls = [RunName(s, control=control)
+                for control, strategies in (sel.get("controls") or {}).items() for s in strategies]
     return list(sel["strategies"]) + [str(run) for run in online + controls]
 
 
@@ -287,7 +288,8 @@ def sampling_notices(cfg: dict) -> list[str]:
     imported = imported_rates(cfg)
     # imported pass rates were sampled as their file's run did, which hardex does not know
     lines = [f"{task}: pass rates imported from {path} (tasks.{task}.probe.from): how they were sampled is not known "
-             f"here; they describe GRPO's groups only if that run sampled as GRPO does" for task, path in imported.items()]
+             f"here; they describe GRPO's groups only if that run sampled as GRPO does"
+             for task, path in imported.items()]
     for model in cfg["models"]:
         for task in cfg["tasks"]:
             if task in imported:

@@ -206,7 +206,8 @@ def grpo_args(grpo: dict[str, Any], seed: int, out: Path, use_cpu: bool, steps: 
 def trl_rollout_counts(grpo: dict[str, Any]) -> Callable[[], dict[str, Any]]:
     """The step counts of TRL's own rollouts (its generate, or its vLLM server), which train on every completion
     of a step: each process counts its share of the step's prompts_per_step x num_generations completions (its
-    slice of the batch), so that their sum over the processes (hardex.checkpoints.summed_over_processes) is the step's."""
+    slice of the batch), so that their sum over the processes (hardex.checkpoints.summed_over_processes) is the
+    step's."""
     import torch.distributed as dist
 
     per_step = completions_per_step(grpo)
@@ -311,7 +312,8 @@ def fit(model_path: str, rows: list[dict[str, Any]], reward_fn: Callable[[str, s
     # the GRPOConfig first: under ZeRO 3 it registers DeepSpeed's init hook (transformers'
     # is_deepspeed_zero3_enabled), so that from_pretrained loads each process's shard, not the whole model
     args = grpo_args(grpo, seed, ckpt_dir, use_cpu, steps_total, trainer_args)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=policy_dtype(grpo, use_cpu), quantization_config=quantized)
+    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=policy_dtype(grpo, use_cpu),
+                                                 quantization_config=quantized)
     peft_config = None
     if grpo["finetune"] == "lora":
         from peft import LoraConfig

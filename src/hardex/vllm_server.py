@@ -49,7 +49,8 @@ def server_command(model_path: str, grpo: dict[str, Any], port: int) -> list[str
            "--port", str(port), "--tensor_parallel_size", str(grpo["vllm_server_gpus"]),
            "--dtype", dtype,
            # the server's GPUs are the job's own, shared with other jobs where HARDEX_JOBS_PER_GPU says so
-           "--gpu_memory_utilization", str(memory_utilization(vllm.get("gpu_memory_utilization"), gpu_share=gpu_share()))]
+           "--gpu_memory_utilization",
+           str(memory_utilization(vllm.get("gpu_memory_utilization"), gpu_share=gpu_share()))]
     if vllm.get("max_model_len"):
         cmd += ["--max_model_len", str(vllm["max_model_len"])]
     return cmd
@@ -91,9 +92,10 @@ def serve_rollouts(model_path: str, grpo: dict[str, Any], log=print, command: li
     `command` and `port`: another server in place of `trl vllm-serve` (the tests' stand-in).
     """
     if command is None and importlib.util.find_spec("vllm") is None:
-        raise ServerError("grpo.rollouts: vllm-server needs vllm in the training environment (pip install 'hardex[vllm]')")
-    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip() not in ("", "-1")] \
-        or node_gpus()
+        raise ServerError("grpo.rollouts: vllm-server needs vllm in the training environment "
+                          "(pip install 'hardex[vllm]')")
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+               if d.strip() not in ("", "-1")] or node_gpus()
     if not visible:
         raise ServerError("grpo.rollouts: vllm-server needs CUDA GPUs (a vLLM server of its own); on a CPU use "
                           "hardex or vllm")

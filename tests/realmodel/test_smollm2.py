@@ -33,7 +33,8 @@ LLAMA_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_pr
 
 def _prompts(tok, n: int = 2) -> list[str]:
     task = get_task("addition", "flexible")
-    return [render_prompt(tok, task.prompt({"question": f"What is {a} + {a + 1}?"}), chat=True) for a in range(1, n + 1)]
+    return [render_prompt(tok, task.prompt({"question": f"What is {a} + {a + 1}?"}), chat=True)
+            for a in range(1, n + 1)]
 
 
 def test_the_prompt_carries_the_chat_template_once_and_generation_stops_at_im_end(smollm2_dir):

@@ -113,8 +113,8 @@ def test_a_rule_hits_where_its_pair_with_the_winner_is_not_separated():
 
 
 def test_the_recommendation_ranks_candidate_subsets_by_their_predicted_learnable_share():
-    rows = [("pool", 50.0, 50.0, None), ("full", 50.0, 50.0, None), ("hard", 30.0, 0.0, 0.0), ("easy", 55.0, 60.0, None),
-            ("random", 54.6, 50.0, None), ("full_random_reward", 50.0, 50.0, None)]
+    rows = [("pool", 50.0, 50.0, None), ("full", 50.0, 50.0, None), ("hard", 30.0, 0.0, 0.0),
+            ("easy", 55.0, 60.0, None), ("random", 54.6, 50.0, None), ("full_random_reward", 50.0, 50.0, None)]
     subs = pl.DataFrame([{"model": "m", "task": "t", "strategy": s, "n_examples": 10, "mean_pass_rate": 0.5,
                           "expected_learnable_pct": raw, "expected_learnable_pct_posterior": post, "tied_at": tie}
                          for s, post, raw, tie in rows])

@@ -360,7 +360,8 @@ def test_subsets_carry_the_learnable_pct_expected_before_training(one_seed, resu
     learn = tables.build_tables(results, probes, subsets, n_boot=50, group_sizes={"m1": 4, "m2": 8})["learnable"][0]
     assert {"learnable_pct", "expected_learnable_pct"} <= set(learn.columns)
     assert _row(learn, model="m1", task="t1", strategy="hard")["expected_learnable_pct"] == 0.0
-    assert "expected_learnable_pct" not in tables.build_tables(results, probes, subsets, n_boot=50)["learnable"][0].columns
+    learnable = tables.build_tables(results, probes, subsets, n_boot=50)["learnable"][0]
+    assert "expected_learnable_pct" not in learnable.columns
 
 def test_build_and_write_tables_in_every_format(results, one_seed, tmp_path):
     probes, subsets = loading.load_pool(one_seed["probes"], one_seed["subsets"])
@@ -414,7 +415,8 @@ def test_tables_and_regression_with_reference(results, one_seed):
     curves = reference.reference_curves(ref)
     q = curves.filter((pl.col("model") == "Qwen3-4B") & (pl.col("task") == "gsm8k") & (pl.col("strategy") == "hard"))
     assert q["step"].to_list() == [0] + list(range(100, 1001, 100))
-    assert q["accuracy"][0] == pytest.approx(48.45) and q["accuracy"][-1] == pytest.approx(82.6)  # step 1000; final_accuracy is 82.64
+    # step 1000; final_accuracy is 82.64
+    assert q["accuracy"][0] == pytest.approx(48.45) and q["accuracy"][-1] == pytest.approx(82.6)
 
 
 def test_each_run_is_compared_with_the_base_of_its_own_seed(tmp_path):

@@ -1,5 +1,5 @@
-"""The library's shape: layers that import only downwards (docs/architecture.md), no circle, stages that are siblings, and
-the project standing alone."""
+"""The library's shape: layers that import only downwards (docs/architecture.md), no circle, stages that are siblings,
+and the project standing alone."""
 
 from __future__ import annotations
 

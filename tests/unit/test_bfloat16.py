@@ -58,7 +58,8 @@ def test_bfloat16_probing_judges_as_float32_does(answering_model, one_torch_thre
         gen = HFGenerator(str(answering_model), device="cpu", dtype=dtype, progress=False)
         assert next(gen.model.parameters()).dtype == getattr(torch, dtype)
         samples = gen.generate(prompts, 16, Sampling(1.0, 1.0, 16), seed=0, keys=keys)
-        rates[dtype] = np.array([np.mean([task.is_correct(c, r["answer"]) for c in cs]) for cs, r in zip(samples, rows)])
+        rates[dtype] = np.array([np.mean([task.is_correct(c, r["answer"]) for c in cs])
+                                 for cs, r in zip(samples, rows)])
     f32, bf16 = rates["float32"], rates["bfloat16"]
     assert 0.1 < f32.mean() < 0.9 and f32.std() > 0.05, f32  # a spread to judge, not all right or all wrong
     diff = bf16 - f32
@@ -66,7 +67,8 @@ def test_bfloat16_probing_judges_as_float32_does(answering_model, one_torch_thre
     assert abs(diff.mean()) <= max(3 * se, 0.02), (f32.mean(), bf16.mean(), se)
 
 
-def test_the_bfloat16_step_computes_the_loss_and_gradients_of_the_float32_step(tiny_model, monkeypatch, one_torch_thread):
+def test_the_bfloat16_step_computes_the_loss_and_gradients_of_the_float32_step(tiny_model, monkeypatch,
+                                                                               one_torch_thread):
     """One GRPO batch through the policy as the trainer builds it (base in policy_dtype, LoRA adapters, the
     trainer's autocast), in fp32 and in bf16: the token-level GRPO loss and its gradients agree (loss within
     2 %, gradient direction cosine > 0.99, norm within 5 %)."""
@@ -88,7 +90,8 @@ def test_the_bfloat16_step_computes_the_loss_and_gradients_of_the_float32_step(t
         g = {"precision": precision, "finetune": "lora"}
         model = AutoModelForCausalLM.from_pretrained(tiny_model, dtype=policy_dtype(g, use_cpu=True))
         torch.manual_seed(0)
-        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear",
+                                                 task_type="CAUSAL_LM"))
         for name, p in model.named_parameters():  # B starts at zero: give it weights so that A's gradients flow too
             if "lora_B" in name:
                 torch.nn.init.normal_(p, std=0.05)

@@ -135,7 +135,8 @@ def test_a_seed_that_never_reaches_the_full_run_leaves_the_share_without_a_mean(
     runs, _ = _curves({0: [0.7, 0.7, 0.8], 1: [0.5, 0.6, 0.7], 2: [0.6, 0.7, 0.9]})  # seed 1 stays below 0.8
     one = _rows(catch_up_table(runs))["1"]
     assert one["reached_seeds"] == 2 and one["n_seeds"] == 3
-    assert one["first_crossing_share"] is None and one["first_crossing_ci_low"] is None  # a mean over those that reached would flatter
+    # a mean over those that reached would flatter
+    assert one["first_crossing_share"] is None and one["first_crossing_ci_low"] is None
 
 
 def test_a_full_run_that_loses_accuracy_gives_no_share_and_no_verdict():

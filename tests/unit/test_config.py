@@ -20,9 +20,12 @@ CASES = [
     ("selection.band", [0.2, 1.5], "selection.band.1: 1.5 is out of range; must be >= 0 and <= 1"),
     ("selection.band", [0.2], "selection.band: [0.2] is too short; needs 2 entries"),
     ("selection.band", [0.1, 0.2, 0.3], "selection.band: [0.1, 0.2, 0.3] is too long; at most 2 entries"),
-    ("selection.online_strategies", ["full"], "selection.online_strategies.0: 'full' is not one of selection.strategies"),
-    ("selection.allow_unlearnable", ["hardest"], "selection.allow_unlearnable.0: 'hardest' is not a strategy; allowed: "),
-    ("selection.allow_unlearnable", ["hard", "easy_onlin"], "selection.allow_unlearnable.1: 'easy_onlin' is not a strategy"),
+    ("selection.online_strategies", ["full"],
+     "selection.online_strategies.0: 'full' is not one of selection.strategies"),
+    ("selection.allow_unlearnable", ["hardest"],
+     "selection.allow_unlearnable.0: 'hardest' is not a strategy; allowed: "),
+    ("selection.allow_unlearnable", ["hard", "easy_onlin"],
+     "selection.allow_unlearnable.1: 'easy_onlin' is not a strategy"),
     ("grpo.online_max_rounds", -1, "grpo.online_max_rounds: -1 is out of range; must be >= 0"),
     ("selection.budget", -0.1, "selection.budget: -0.1 is out of range; must be > 0 and <= 1"),
     ("selection.budget", 1.5, "selection.budget: 1.5 is out of range"),
@@ -65,7 +68,8 @@ CASES = [
                                  "prompts of one GRPO step (grpo.prompts_per_step)"),
     ("datasets.swaps.splits.pool.rows", [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
      "tasks.swaps: strategy 'hard' selects 1 of the pool's 10 examples, fewer than the 2 prompts"),
-    ("datasets.swaps.splits.pool.rows", "no/such/rows.txt", "datasets.swaps.splits.pool.rows: 'no/such/rows.txt' is no file"),
+    ("datasets.swaps.splits.pool.rows", "no/such/rows.txt",
+     "datasets.swaps.splits.pool.rows: 'no/such/rows.txt' is no file"),
     # non-finite numbers pass every schema bound (comparisons with NaN are false): refused by key first
     ("probe.temperature", float("inf"), "probe.temperature: inf is not a finite number"),
     ("grpo.learning_rate", float("nan"), "grpo.learning_rate: nan is not a finite number"),
@@ -83,16 +87,20 @@ CASES = [
     ("datasets.swaps.splits.pool.people", [5, 3], "datasets.swaps.splits.pool.people: [5, 3] must be [low, high]"),
     ("datasets.swaps.splits.pool", {"n": 200, "seed": 1, "difficulty": [0, 0], "people": [3, 3]},
      "datasets.swaps.splits.pool.n: 200 items asked, but only about 315 distinct ones exist in this split"),
-    ("datasets.swaps.splits.pool.n", 10**9, "datasets.swaps.splits.pool.n: 1000000000 is out of range; must be >= 1 and <= 1000000"),
+    ("datasets.swaps.splits.pool.n", 10**9,
+     "datasets.swaps.splits.pool.n: 1000000000 is out of range; must be >= 1 and <= 1000000"),
     ("probe.k", 10**9, "probe.k: 1000000000 is out of range; must be >= 1 and <= 4096"),
     ("datasets.swaps.splits.test", {"n": 12, "seed": 2, "difficulty": [1, 3], "start": 8, "stop": 4},
      "datasets.swaps.splits.test: start 8 is not before stop 4: no rows"),
     ("evaluation.decoding", {"n_samples": 1, "temperature": 1.0, "max_new_tokens": 40, "pass_k": [2]},
-     "evaluation.decoding.pass_k: [2] needs n_samples >= 2 for benchmark swaps/test; evaluation.decoding.n_samples is 1"),
+     "evaluation.decoding.pass_k: [2] needs n_samples >= 2 for benchmark swaps/test; "
+     "evaluation.decoding.n_samples is 1"),
     ("tasks.swaps.allow_overlap", -1, "tasks.swaps.allow_overlap: -1 is out of range; must be >= 0"),
     # the smoke config fully fine-tunes its built model
-    ("grpo.quantization", "4bit", "grpo.quantization: 4bit base weights train only LoRA adapters; set grpo.finetune: lora"),
-    ("grpo.processes", 3, "grpo.processes: 3 processes x 1 micro-batches (gradient_accumulation_steps) do not divide the 8"),
+    ("grpo.quantization", "4bit",
+     "grpo.quantization: 4bit base weights train only LoRA adapters; set grpo.finetune: lora"),
+    ("grpo.processes", 3,
+     "grpo.processes: 3 processes x 1 micro-batches (gradient_accumulation_steps) do not divide the 8"),
     ("grpo.distributed", "deepspeed", "grpo.distributed: 'deepspeed' is not allowed; allowed: multi_gpu, zero1"),
     # YAML 1.1 reads 3e-5 as a string (issue 46): the refusal says what to write
     ("grpo.learning_rate", "3e-5", "grpo.learning_rate: '3e-5' has the wrong type; expected number (YAML reads 3e-5 "
@@ -348,9 +356,9 @@ def test_a_local_pool_too_small_for_one_step_is_refused_at_planning(smoke_config
     pool = tmp_path / "pool.jsonl"
     pool.write_text("".join(f'{{"q": "What is {i} + 1?", "a": "{i + 1}"}}\n' for i in range(50)))
     cfg = copy.deepcopy(smoke_config)
-    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": str(pool), "fields": {"question": "q", "answer": "a"}},
-                                                         "test": {"file": str(pool), "fields": {"question": "q", "answer": "a"},
-                                                                  "start": 40}}}
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {
+        "pool": {"file": str(pool), "fields": {"question": "q", "answer": "a"}},
+        "test": {"file": str(pool), "fields": {"question": "q", "answer": "a"}, "start": 40}}}
     cfg["tasks"] = {"own": {"pool": "own/pool", "benchmarks": ["own/test"], "allow_overlap": 10}}
     cfg["grpo"]["prompts_per_step"] = 8
     with pytest.raises(ConfigError) as err:
@@ -375,8 +383,8 @@ def test_a_fields_column_missing_from_a_local_file_is_refused_at_planning(smoke_
 
 def own_pool(smoke_config, pool, **fields) -> dict:
     cfg = copy.deepcopy(smoke_config)
-    cfg["datasets"]["own"] = {"family": "qa", "splits": {"pool": {"file": str(pool),
-                                                                  "fields": {"question": "q", "answer": "a", **fields}}}}
+    cfg["datasets"]["own"] = {"family": "qa", "splits": {
+        "pool": {"file": str(pool), "fields": {"question": "q", "answer": "a", **fields}}}}
     return cfg
 
 

@@ -120,7 +120,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_snakemake_runs_its_script_jobs_through_the_server_and_sees_their_failures(tmp_path, marker):
-    (tmp_path / "ok.py").write_text(f"import sys\nopen(snakemake.output[0], 'w').write(str({MARKER!r} in sys.modules))\n")
+    (tmp_path / "ok.py").write_text(f"import sys\n"
+                                    f"open(snakemake.output[0], 'w').write(str({MARKER!r} in sys.modules))\n")
     (tmp_path / "fails.py").write_text("raise RuntimeError('this job fails')\n")
     (tmp_path / "Snakefile").write_text(textwrap.dedent("""
         rule ok:

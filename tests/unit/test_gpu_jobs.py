@@ -162,8 +162,9 @@ def fake_llama_generator():
 
     gen = HFGenerator.__new__(HFGenerator)
     gen.device, gen.dtype, gen.token_budget, gen._torch = "cuda:0", torch.bfloat16, 10**9, torch
-    gen.model = gen.base = types.SimpleNamespace(config=types.SimpleNamespace(get_text_config=lambda: types.SimpleNamespace(
-        num_key_value_heads=8, head_dim=128, num_hidden_layers=32, num_attention_heads=32, hidden_size=4096)))
+    text_config = types.SimpleNamespace(num_key_value_heads=8, head_dim=128, num_hidden_layers=32,
+                                        num_attention_heads=32, hidden_size=4096)
+    gen.model = gen.base = types.SimpleNamespace(config=types.SimpleNamespace(get_text_config=lambda: text_config))
     return gen
 
 

@@ -112,7 +112,8 @@ def test_a_strategy_with_a_control_is_read_beyond_it_even_when_another_gained_mo
 def _controlled(beyond: dict[str, list[int]], seeds: int = 3) -> dict:
     """full ends 9 of 10 with every seed; each control of `beyond` ends with its list's counts."""
     final = {("full", s): 9 for s in range(seeds)}
-    return final | {(str(RunName("full", control=c)), s): r for c, by_seed in beyond.items() for s, r in enumerate(by_seed)}
+    return final | {(str(RunName("full", control=c)), s): r
+                    for c, by_seed in beyond.items() for s, r in enumerate(by_seed)}
 
 
 def test_the_headline_reads_the_control_that_trained_and_leaves_the_least_beyond():
@@ -196,7 +197,8 @@ def _answer(final) -> str:
 def test_the_answer_line_names_the_strategy_to_train_on_only_where_its_gain_and_lead_are_shown():
     # as above: full gains beyond its control and leads random after Holm's correction, over 3 seeds
     final = {("full", s): r for s, r in enumerate([9, 10, 10])}
-    final |= {("full_format", s): r for s, r in enumerate([6, 6, 7])} | {("random", s): r for s, r in enumerate([7, 7, 8])}
+    final |= {("full_format", s): r for s, r in enumerate([6, 6, 7])}
+    final |= {("random", s): r for s, r in enumerate([7, 7, 8])}
     line = _answer(final)
     assert line.startswith("**m on t: train on full.** It gained +46.7 [") and "of sampled accuracy" in line
     assert "beyond its control full_format (shown)" in line and line.endswith("after Holm's correction (3 seeds).")

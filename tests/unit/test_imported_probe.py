@@ -67,7 +67,8 @@ BAD_FILES = [  # (rows, the refusal)
     ([{"id": "a", "samples": "eight", "successes": 1}], r": column 'samples' holds String, not counts$"),
     ([{"id": "a", "samples": 8, "successes": 1}, {"id": "a", "samples": 8, "successes": 2}],
      r": 1 ids are given more than once \(a\)$"),
-    ([{"id": "a", "samples": 8, "successes": 1, "greedy_correct": 2}], r": column 'greedy_correct' must be true/false or 1/0"),
+    ([{"id": "a", "samples": 8, "successes": 1, "greedy_correct": 2}],
+     r": column 'greedy_correct' must be true/false or 1/0"),
 ]
 
 

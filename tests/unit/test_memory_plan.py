@@ -61,9 +61,9 @@ def checked(monkeypatch, tmp_path):
 
 
 def hub_model_config(model: dict, **grpo_settings) -> dict:
-    """experiments/cpu_tiny.yaml (the built model's CPU config, synthetic tasks) with one hub model and the grpo settings given; a
-    generation batch of 65536 tokens (the default's 262144 would prefill ~450 short prompts at once: too much
-    beside a 14B model, see test_hard_examples_presets_fit_80gb)."""
+    """experiments/cpu_tiny.yaml (the built model's CPU config, synthetic tasks) with one hub model and the grpo
+    settings given; a generation batch of 65536 tokens (the default's 262144 would prefill ~450 short prompts at once:
+    too much beside a 14B model, see test_hard_examples_presets_fit_80gb)."""
     cfg = yaml.safe_load(BUILT_CONFIG.read_text())
     cfg["models"] = {"qwen3-14b": model}
     cfg["generation"] = {"token_budget": 65536}
@@ -293,7 +293,8 @@ def test_materialised_logits_cost_more_than_the_fused_head():
     assert fused.parts["log-prob head (fused)"] < full.parts["logits"] / 10
 
 
-@pytest.mark.parametrize("config", ["experiments/cpu_tiny.yaml", "tests/configs/smoke.yaml", "tests/configs/hub_fixtures.yaml"])
+@pytest.mark.parametrize("config", ["experiments/cpu_tiny.yaml", "tests/configs/smoke.yaml",
+                                    "tests/configs/hub_fixtures.yaml"])
 def test_every_shipped_config_can_be_planned_on_a_gpu(checked, config):
     # decodings that leave top_p out (the smoke config's) are planned at its default, as the generator reads them
     plans = check_plan(checked(config, gpu=1, gpu_memory_gb=80))

@@ -52,7 +52,8 @@ def test_each_pair_of_strategies_once_in_paper_order_without_control_runs():
 
 def test_a_pair_within_the_margin_is_equivalent_and_one_beyond_it_undecided():
     # hard - random by seed: 0, 10, -10, 0 points (mean 0, se 4.08)
-    final = {("hard", s): r for s, r in enumerate([7, 8, 7, 8])} | {("random", s): r for s, r in enumerate([7, 7, 8, 8])}
+    final = ({("hard", s): r for s, r in enumerate([7, 8, 7, 8])}
+             | {("random", s): r for s, r in enumerate([7, 7, 8, 8])})
     wide = _pairwise(final, margin=20)["hard", "random"]
     assert wide["n_seeds"] == 4 and wide["interval"] == "t over 4 seeds" and wide["pairs"] == 1
     assert wide["p_equivalence"] == pytest.approx(stats.t.sf(20 / (10 * math.sqrt(2 / 3) / 2), 3))

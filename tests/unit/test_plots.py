@@ -123,12 +123,14 @@ def test_capacity_figure(tmp_path, data, monkeypatch):
     assert len(models) >= 2  # the fixture's models stand for two capacities
     capacity = {m: 1.4e6 * (1 + i) for i, m in enumerate(models)}  # sizes within a decade, as the CPU study's
     figures = []
-    monkeypatch.setattr(P.drawing, "save_figure", lambda fig, paths, dpi: figures.append(fig) or real_save(fig, paths, dpi))
+    monkeypatch.setattr(P.drawing, "save_figure",
+                        lambda fig, paths, dpi: figures.append(fig) or real_save(fig, paths, dpi))
     paths = P.plot_capacity(gains, learn, capacity, [tmp_path / "capacity.png", tmp_path / "capacity.pdf"], STYLE)
     _check(paths)
     # one named tick per model, and no minor labels: near sizes on a log axis gave overlapping ones
     for ax in figures[0].axes[:2]:
-        assert [t.get_text() for t in ax.get_xticklabels()] == [f"{m}\n{P.outcomes._human_count(capacity[m])}" for m in models]
+        assert ([t.get_text() for t in ax.get_xticklabels()]
+                == [f"{m}\n{P.outcomes._human_count(capacity[m])}" for m in models])
         assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
 
 
@@ -180,7 +182,8 @@ def test_full_run_and_its_controls_are_told_apart_in_the_zero_std_and_pass_at_k_
                           "pass@2": [15.0, 25, 26, 27]})
     P.plot_pass_at_k(table, [], STYLE)
     for fig in figs:
-        lines = [line for line in fig.axes[0].lines if line.get_label() in runs or line.get_label().split(" ")[0] in runs]
+        lines = [line for line in fig.axes[0].lines
+                 if line.get_label() in runs or line.get_label().split(" ")[0] in runs]
         assert len(lines) == 3 and len({(str(line.get_linestyle()), line.get_marker()) for line in lines}) == 3
 
 

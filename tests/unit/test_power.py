@@ -94,7 +94,8 @@ def test_power_far_in_the_noncentral_tail_is_a_number_and_2_seeds_are_not_enough
 
 def test_seeds_needed_never_takes_a_power_that_is_not_a_number_for_enough(monkeypatch):
     true_power = statistics.paired_t_power
-    monkeypatch.setattr(statistics, "paired_t_power", lambda d, n, alpha=0.05: math.nan if n < 4 else true_power(d, n, alpha))
+    monkeypatch.setattr(statistics, "paired_t_power",
+                        lambda d, n, alpha=0.05: math.nan if n < 4 else true_power(d, n, alpha))
     assert statistics.seeds_needed(50.0, 1.0) == 4
 
 
@@ -150,7 +151,8 @@ def test_power_table_lists_controls_first_then_gains_then_pairs():
     # full gained 20 points with every seed: its own spread is 0, the gains' pooled spread is not
     gain_sd = math.sqrt(np.mean([np.var(v - 50, ddof=1) for v in points.values()]))
     assert full["difference"] == pytest.approx(20.0) and full["difference_sd"] == 0
-    assert full["pooled_sd"] == pytest.approx(gain_sd) and full["seeds_needed"] == str(statistics.seeds_needed(20, gain_sd))
+    assert full["pooled_sd"] == pytest.approx(gain_sd)
+    assert full["seeds_needed"] == str(statistics.seeds_needed(20, gain_sd))
     assert full["seeds_needed"] != "2"
     pairs = power.filter(pl.col("kind") == "pair")
     assert pairs.height == 6 - 1  # four strategies: six pairs, one of them the control

@@ -442,7 +442,8 @@ def test_qa_reads_any_column_names_and_slices(tmp_path):
 
 @pytest.mark.parametrize(
     "value, reference",
-    [("42", "42"), ("Step 1 ... \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"), ("3 x 4 = 12\n#### 12", "12"), ("  Paris ", "Paris")],
+    [("42", "42"), ("Step 1 ... \\boxed{\\frac{1}{2}}", "\\frac{1}{2}"), ("3 x 4 = 12\n#### 12", "12"),
+     ("  Paris ", "Paris")],
 )
 def test_qa_reference_from_a_short_answer_a_boxed_solution_or_hashes(tmp_path, value, reference):
     path = _write_jsonl(tmp_path / "one.jsonl", [{"question": "q", "answer": value}])

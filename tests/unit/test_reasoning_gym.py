@@ -72,12 +72,14 @@ def test_planning_refuses_what_no_split_of_these_settings_can_hold(smoke_config)
              "splits": {"pool": {"n": 20, "seed": 1}, "test": {"n": 2, "seed": 2}}}
     assert refused(rg_config(smoke_config, small)).startswith(
         "datasets.rg.splits.pool: reasoning_gym/pool: only ")
-    assert "distinct problems of gcd fall in this split in 3000 draws, 20 asked" in refused(rg_config(smoke_config, small))
+    assert ("distinct problems of gcd fall in this split in 3000 draws, 20 asked"
+            in refused(rg_config(smoke_config, small)))
     beyond = {"task": "gcd", "splits": {"pool": {"n": 20, "seed": 1, "tiers": [0, 7]}, "test": {"n": 5, "seed": 2}}}
     assert refused(rg_config(smoke_config, beyond)) == (
         "datasets.rg.splits.pool.tiers: level 7 is beyond gcd's curriculum (levels 0-3)")
-    assert refused(rg_config(smoke_config, {"task": "gcd", "splits": {"pool": {"n": 20}, "test": {"n": 5, "seed": 2}}})) \
-        == "datasets.rg.splits.pool.seed: required for family reasoning_gym"
+    unseeded = {"task": "gcd", "splits": {"pool": {"n": 20}, "test": {"n": 5, "seed": 2}}}
+    assert refused(rg_config(smoke_config, unseeded)) == (
+        "datasets.rg.splits.pool.seed: required for family reasoning_gym")
     assert refused(rg_config(smoke_config, {"splits": SPLITS})).startswith("datasets.rg.task: required for family")
 
 
@@ -243,7 +245,8 @@ def test_the_packages_version_is_part_of_the_scorers_identity(monkeypatch, tmp_p
 
 def test_a_task_whose_entries_do_not_survive_storage_is_refused_at_planning(smoke_config):
     # arc_agi's metadata holds tuples its verifier compares as tuples: scored from JSON, its own answer would fail
-    cfg = rg_config(smoke_config, {"task": "arc_agi", "splits": {"pool": {"n": 4, "seed": 1}, "test": {"n": 2, "seed": 2}}})
+    cfg = rg_config(smoke_config, {"task": "arc_agi",
+                                   "splits": {"pool": {"n": 4, "seed": 1}, "test": {"n": 2, "seed": 2}}})
     assert refused(cfg) == ("datasets.rg.splits.pool: reasoning-gym's arc_agi: its verifier scores the entry stored as "
                             "JSON otherwise than the one it generated (its metadata holds what JSON does not keep), so "
                             "hardex cannot score this task")

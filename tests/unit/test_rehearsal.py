@@ -49,9 +49,11 @@ def test_a_rehearsal_keeps_the_settings_only_a_preset_uses(tmp_path):
     limits = rehearsal_of(ROOT / "experiments" / "difficulty_limits.yaml", tmp_path)
     # paper 1's released split, row by row (the first rows of it), strict scoring, phi-4's fused LoRA targets
     released = yaml.safe_load((ROOT / "experiments" / "hard_examples_paper.yaml").read_text())
-    assert paper["datasets"]["bbh"]["splits"]["pool"]["rows"] == released["datasets"]["bbh"]["splits"]["pool"]["rows"][:POOL_ROWS]
+    released_rows = released["datasets"]["bbh"]["splits"]["pool"]["rows"]
+    assert paper["datasets"]["bbh"]["splits"]["pool"]["rows"] == released_rows[:POOL_ROWS]
     assert code["tasks"]["gsm8k"]["scoring"] == "rehearsal+strict"
-    assert paper["models"]["phi4"]["grpo"]["lora"]["target_modules"] == ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
+    assert paper["models"]["phi4"]["grpo"]["lora"]["target_modules"] == ["qkv_proj", "o_proj", "gate_up_proj",
+                                                                         "down_proj"]
     # paper 2's tiers and epochs instead of steps
     assert limits["selection"]["tiers"] and limits["grpo"]["epochs"] == 1
 
@@ -117,7 +119,8 @@ def standins(tmp_path_factory):
     from hardex.rehearsal.standin import build_standin
 
     out = tmp_path_factory.mktemp("standins")
-    return {arch: (out / arch.replace("/", "__"), build_standin(out / arch.replace("/", "__"), arch, log=lambda *a: None))
+    return {arch: (out / arch.replace("/", "__"),
+                   build_standin(out / arch.replace("/", "__"), arch, log=lambda *a: None))
             for arch in ("microsoft/phi-4", "Qwen/Qwen3-4B", "meta-llama/Llama-3.1-8B-Instruct")}
 
 
@@ -132,7 +135,8 @@ def test_a_phi3_standin_takes_lora_on_its_fused_projections(standins):
     attn = model.model.layers[0].self_attn
     cfg = model.config
     assert attn.qkv_proj.out_features == (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim
-    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]))
+    peft_model = get_peft_model(model, LoraConfig(r=4,
+                                                  target_modules=["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]))
     names = [n for n, _ in peft_model.named_parameters() if "lora_A" in n]
     assert any("qkv_proj.lora_A" in n for n in names) and any("gate_up_proj.lora_A" in n for n in names)
     # the names paper 1's other models use match nothing fused: q_proj alone would leave attention untouched

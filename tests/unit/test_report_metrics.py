@@ -73,7 +73,8 @@ def test_every_verdict_table_holds_a_block_per_metric_and_the_headline_says_wher
     assert any(s.startswith("m on t: hard's gain not shown in sampled") and "but shown in greedy" in s for s in said)
     assert any(s.startswith("m on t: easy's gain shown in sampled") for s in said)
     # the pair differs in both metrics, in opposite directions: that is said too
-    assert "m on t: hard - easy differs, easy ahead in sampled (-40.0) but differs, hard ahead in greedy (+26.2)." in said
+    assert ("m on t: hard - easy differs, easy ahead in sampled (-40.0) but differs, hard ahead in greedy (+26.2)."
+            in said)
     assert by_metric({"sampled": verdicts["sampled"]}, "headline").columns == \
         verdicts["sampled"]["headline"][0].columns  # one metric: the tables as before metrics were named
     assert "decides" in metrics_note(["sampled", "greedy"])

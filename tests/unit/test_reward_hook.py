@@ -124,7 +124,8 @@ def test_a_hook_that_raises_is_named_with_the_call_that_raised(tmp_path):
     ("return None", "returned None, not a number"),
     ("return 'yes'", "returned 'yes', not a number"),
     ("return float('nan')", "returned nan"),
-    ("return 1.0 if completion else 1 / 0", "raised ZeroDivisionError: division by zero when called with completion ''"),
+    ("return 1.0 if completion else 1 / 0",
+     "raised ZeroDivisionError: division by zero when called with completion ''"),
     ("return float(completion.split()[-1])", "raised ValueError"),
 ])
 def test_a_hook_that_returns_no_number_or_raises_is_refused_at_planning(smoke_config, tmp_path, body, message):
@@ -136,7 +137,8 @@ def test_a_hook_that_returns_no_number_or_raises_is_refused_at_planning(smoke_co
     cfg["tasks"]["swaps"]["reward"] = f"{tmp_path}/h.py:reward"
     with pytest.raises(ConfigError) as e:
         check_config(cfg)
-    assert str(e.value).startswith(f"tasks.swaps.reward: reward hook {tmp_path}/h.py:reward ") and message in str(e.value)
+    assert str(e.value).startswith(f"tasks.swaps.reward: reward hook {tmp_path}/h.py:reward ")
+    assert message in str(e.value)
 
 
 def test_planning_calls_the_hook_with_the_pools_first_example(smoke_config, tmp_path):
@@ -293,8 +295,8 @@ def test_the_hooks_reward_reaches_the_trainer(tmp_path, tiny_model, grpo):
     hook = resolved(spec, root=tmp_path)
     run_dir = tmp_path / "run"
     # the reward as the train job passes it: as data, built into its function by train_grpo
-    train_grpo(str(tiny_model), rows(), RewardSpec("swaps", "lenient", 2.0, hook=hook), grpo, 0, run_dir, run_dir / "final", run_dir / "steps.parquet",
-               log=lambda *a: None)
+    train_grpo(str(tiny_model), rows(), RewardSpec("swaps", "lenient", 2.0, hook=hook), grpo, 0, run_dir,
+               run_dir / "final", run_dir / "steps.parquet", log=lambda *a: None)
     steps = pl.read_parquet(run_dir / "steps.parquet")
     seen = [json.loads(line) for line in calls.read_text().splitlines()]
     per_step = grpo["num_generations"] * grpo["prompts_per_step"]

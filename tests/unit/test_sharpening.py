@@ -139,7 +139,8 @@ def test_the_figure_draws_each_strategy_s_null(tmp_path, monkeypatch):
     csv = tmp_path / "pass_at_k.csv"
     table.write_csv(csv)
     figures, real_save = [], P.save_figure
-    monkeypatch.setattr(P.drawing, "save_figure", lambda fig, paths, st: figures.append(fig) or real_save(fig, paths, st))
+    monkeypatch.setattr(P.drawing, "save_figure",
+                        lambda fig, paths, st: figures.append(fig) or real_save(fig, paths, st))
     paths = P.plot_pass_at_k(pl.read_csv(csv), [tmp_path / "pass_at_k.png"], {"dpi": 60})
     assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the base, the trained curve and its null: dashed, in the trained curve's colour, up to its 4 samples

@@ -89,7 +89,8 @@ def test_the_canonical_form_of_each_family():
                            [(1, 0), (2, 1)], 2, "present")
     assert swaps.problem_key(compact) == swaps.problem_key(listed_otherwise) == swaps.problem_key(bbh) is not None
     assert swaps.problem_key(compact.replace("Claire has?", "Bob has?")) != swaps.problem_key(compact)
-    assert swaps.problem_key(compact.replace("Alice-Bob, Claire-Bob", "Claire-Bob, Alice-Bob")) != swaps.problem_key(compact)
+    reordered = compact.replace("Alice-Bob, Claire-Bob", "Claire-Bob, Alice-Bob")
+    assert swaps.problem_key(reordered) != swaps.problem_key(compact)
     assert add.problem_key("What is the capital of France?") is None and get_task("gsm8k").problem_key("x") is None
 
 

@@ -424,7 +424,8 @@ def test_4bit_base_weights_are_refused_on_a_cpu_before_the_model_loads(tmp_path,
     import torch
 
     if torch.cuda.is_available():
-        pytest.skip("on a GPU 4-bit weights load: tests/unit/test_training.py::test_4bit_base_weights_train_lora_on_a_gpu")
+        pytest.skip("on a GPU 4-bit weights load: "
+                    "tests/unit/test_training.py::test_4bit_base_weights_train_lora_on_a_gpu")
     from hardex.quantization import QuantizationError
 
     with pytest.raises(QuantizationError, match=r"grpo.quantization: 4bit needs a CUDA GPU"):

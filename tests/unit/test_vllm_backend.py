@@ -126,7 +126,8 @@ def test_an_engine_beside_the_trainer_leaves_the_gpu_room_by_default():
     policy, its gradients and its optimizer state could not fit beside it."""
     assert engine_kwargs("m", device="cuda")["gpu_memory_utilization"] == 0.9  # a probe or evaluate job's own GPU
     assert engine_kwargs("m", device="cuda", colocated=True)["gpu_memory_utilization"] == 0.3
-    assert engine_kwargs("m", device="cuda", colocated=True, gpu_memory_utilization=0.5)["gpu_memory_utilization"] == 0.5
+    assert engine_kwargs("m", device="cuda", colocated=True,
+                         gpu_memory_utilization=0.5)["gpu_memory_utilization"] == 0.5
     assert engine_kwargs("m", device="cpu", colocated=True)["gpu_memory_utilization"] == 0.3
 
 

@@ -124,7 +124,8 @@ def test_settings_the_results_do_not_depend_on_may_differ_and_strategies_may_be_
     assert differences("compute", {"threads": 8}) == []
     assert differences("report", {"bootstrap": {"iterations": 100}}) == []
     assert differences("selection.strategies", ["hard", "easy", "random", "full"]) == []
-    assert differences("selection.controls", {"random_reward": ["hard"], "format": ["hard"], "shuffled": ["hard"]}) == []
+    controls = {"random_reward": ["hard"], "format": ["hard"], "shuffled": ["hard"]}
+    assert differences("selection.controls", controls) == []
     assert differences("selection.strategies", ["hard", "easy"]) == [
         'selection.strategies: archive ["hard", "easy", "random"], config ["hard", "easy"]']
     assert differences("selection.budget", 0.2) == ["selection.budget: archive 0.1, config 0.2"]

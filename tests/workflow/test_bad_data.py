@@ -16,7 +16,8 @@ CASES = {
     "no_question": (json.dumps(GOOD) + "\n" + json.dumps({"answer": "#### 4"}) + "\n", "row 1: no 'question'"),
     "no_answer_number": (json.dumps(GOOD) + "\n" + json.dumps({"question": "q?", "answer": "four"}) + "\n",
                          "row 1"),
-    "answer_is_a_list": (json.dumps(GOOD) + "\n" + json.dumps({"question": "q?", "answer": ["#### 4", "#### 5"]}) + "\n",
+    "answer_is_a_list": (json.dumps(GOOD) + "\n"
+                         + json.dumps({"question": "q?", "answer": ["#### 4", "#### 5"]}) + "\n",
                          "row 1: 'answer' is a list, not one text value"),
     "not_utf8": ((json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n").encode() + b'{"question": "caf\xe9"}\n',
                  "row 2 (line 3): not UTF-8 text"),
@@ -164,7 +165,8 @@ def test_a_benchmark_that_reads_the_pools_file_is_refused_at_planning(tmp_path):
     from tests.support import SMOKE
 
     pool = tmp_path / "train.jsonl"
-    pool.write_text("".join(json.dumps({**GOOD, "question": f"Tom has {i} apples. How many?"}) + "\n" for i in range(40)))
+    pool.write_text("".join(json.dumps({**GOOD, "question": f"Tom has {i} apples. How many?"}) + "\n"
+                            for i in range(40)))
     shutil.copy(pool, tmp_path / "copy.jsonl")
     for test_file in (pool, tmp_path / "copy.jsonl"):
         cfg = yaml.safe_load(SMOKE.read_text())

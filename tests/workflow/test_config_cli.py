@@ -17,7 +17,8 @@ CASES = [
 
 @pytest.mark.parametrize("path,value,message", CASES)
 def test_snakemake_refuses_bad_config_in_one_line(tmp_path, smoke_config, path, value, message):
-    res = snakemake(tmp_path, "-n", "--cores", "1", configfile=write_config(tmp_path, with_key(smoke_config, path, value)))
+    res = snakemake(tmp_path, "-n", "--cores", "1",
+                    configfile=write_config(tmp_path, with_key(smoke_config, path, value)))
     assert res.returncode != 0
     out = res.stdout + res.stderr
     assert f"hardex: config error: {message}" in out
@@ -53,8 +54,8 @@ def test_a_control_plans_its_train_and_evaluate_jobs_on_its_strategys_subset(tmp
     out = res.stdout + res.stderr
     assert "output: results/train/tiny/swaps/full_format/seed0/steps.parquet" in out
     assert "output: results/eval/tiny/swaps/full_format/seed0.parquet" in out
-    train = next(block for block in out.split("\n\n") if "wildcards: model=tiny, task=swaps, strategy=full_format" in block
-                 and "rule train:" in block)
+    train = next(block for block in out.split("\n\n")
+                 if "wildcards: model=tiny, task=swaps, strategy=full_format" in block and "rule train:" in block)
     assert "results/subsets/tiny/swaps/full/seed0.parquet" in train  # the subset of the strategy it controls
     assert "subsets/tiny/swaps/full_format" not in out
 

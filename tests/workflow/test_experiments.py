@@ -135,7 +135,8 @@ def test_documented_counts():
         rows = list(_TABLE["config"])
         table = "\n".join("| " + rule + " | " + " | ".join(right[n][rule] for n in DOCUMENTED_NAMES) + " |"
                           for rule in rows)
-        pytest.fail(f"docs/experiments.md's jobs table differs from the configs' grids; its cells should read:\n{table}")
+        pytest.fail(f"docs/experiments.md's jobs table differs from the configs' grids; its cells should read:\n"
+                    f"{table}")
 
 
 def test_paper_settings_are_written_out():
@@ -273,12 +274,13 @@ def test_a_cpu_runs_model_jobs_declare_the_memory_plans_estimate(tmp_path):
     write_config(tmp_path, cfg)
     res = snakemake(tmp_path, "-n", "--cores", "2")
     assert res.returncode == 0, res.stderr[-3000:]
-    jobs = re.findall(r"rule (\w+):\n(?:    .*\n)*?    wildcards: model=(\w+)[^\n]*\n(?:    .*\n)*?    resources: ([^\n]*)",
-                      res.stdout)
+    jobs = re.findall(r"rule (\w+):\n(?:    .*\n)*?    wildcards: model=(\w+)[^\n]*\n"
+                      r"(?:    .*\n)*?    resources: ([^\n]*)", res.stdout)
     declared = {(model, rule): int(re.search(r"mem_mb=(\d+)", r).group(1)) for rule, model, r in jobs if "mem_mb=" in r}
     checked = check_config(cfg)
     planned = {p.kind: p for p in plan(checked)}
-    for rule, kind in (("train", "train"), ("probe", "probe"), ("evaluate_base", "evaluate"), ("evaluate_run", "evaluate")):
+    for rule, kind in (("train", "train"), ("probe", "probe"), ("evaluate_base", "evaluate"),
+                       ("evaluate_run", "evaluate")):
         mb = declared[(planned[kind].model, rule)]
         assert mb == host_memory_mb(checked)[(planned[kind].model, kind)], rule
         assert mb >= planned[kind].estimate.total * 1024 * HOST_SLACK

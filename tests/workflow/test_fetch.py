@@ -42,7 +42,8 @@ def hub_repositories(root: Path) -> Path:
     (model / "original" / "consolidated.pth").write_bytes(b"\0" * 64)
     (model / "README.md").write_text("a model card")
     for repo, files in {
-        "openai/gsm8k": {("main", "train"): FIXTURES / "gsm8k/train.jsonl", ("main", "test"): FIXTURES / "gsm8k/test.jsonl"},
+        "openai/gsm8k": {("main", "train"): FIXTURES / "gsm8k/train.jsonl",
+                         ("main", "test"): FIXTURES / "gsm8k/test.jsonl"},
         "opencompass/AIME2025": {(f"AIME2025-{p}", "test"): FIXTURES / f"aime/AIME2025-{p}.jsonl" for p in ("I", "II")},
     }.items():
         folder = root / "datasets" / repo
@@ -87,7 +88,8 @@ class Hub(BaseHTTPRequestHandler):
         if repo.startswith(f"{BARE_404}/"):
             return self.reply(404, b"Not Found")
         if repo == GATED:
-            return self.reply(401, b"{}", {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model is restricted"})
+            return self.reply(401, b"{}",
+                              {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access to model is restricted"})
         if not folder.is_dir():
             return self.reply(404, b'{"error": "Repository not found"}',
                               {"X-Error-Code": "RepoNotFound", "X-Error-Message": "Repository not found"})
@@ -170,7 +172,8 @@ def snakemake_online(workdir: Path, env: dict, *args: str):
 def hub_config(models: dict, datasets: dict, pool: str, benchmarks: list[str]) -> dict:
     return {"seeds": [0], "models": {name: {"path": path, "chat": False} for name, path in models.items()},
             "datasets": datasets, "tasks": {"t": {"pool": pool, "benchmarks": benchmarks}},
-            "selection": {"budget": 0.5, "seed": 0, "strategies": ["random"]}, "grpo": {"max_steps": 1, "save_steps": 1}}
+            "selection": {"budget": 0.5, "seed": 0, "strategies": ["random"]},
+            "grpo": {"max_steps": 1, "save_steps": 1}}
 
 
 GSM8K = {"family": "gsm8k", "splits": {"train": {"hub": "openai/gsm8k", "split": "train"},
@@ -238,7 +241,8 @@ def test_fetch_tells_a_missing_or_gated_repository_from_one_it_fetched(hub, tmp_
         f"hardex-fetch: failed: models.locked.path: {GATED} is gated on the hub: ask for access at {endpoint}/{GATED}, "
         f"then log in here with `hf auth login`",
         "hardex-fetch: models.tiny.path (tiny/model): fetched",
-        f"hardex-fetch: failed: datasets.missing.splits.test.hub: no such dataset on the hub: nobody/no-dataset {private}",
+        "hardex-fetch: failed: datasets.missing.splits.test.hub: no such dataset on the hub: "
+        f"nobody/no-dataset {private}",
         # a split the hub's dataset lacks: one line with the splits it has, and the items after it still fetched
         "hardex-fetch: failed: datasets.misnamed.splits.test.hub: openai/gsm8k has no split main/validation on the "
         "hub; its splits: train, test",
@@ -265,7 +269,8 @@ def test_a_data_job_names_a_dataset_the_hub_lacks_and_a_hub_out_of_reach(hub, tm
     endpoint, _ = hub
     (tmp_path / "model").mkdir()  # a local model: planning offline asks no cache for it
     write_config(tmp_path, hub_config({"mine": str(tmp_path / "model")}, {
-        "local": LOCAL, "gsm8k": GSM8K, "missing": {"family": "gsm8k", "splits": {"test": {"hub": "nobody/no-dataset"}}}},
+        "local": LOCAL, "gsm8k": GSM8K,
+        "missing": {"family": "gsm8k", "splits": {"test": {"hub": "nobody/no-dataset"}}}},
         "local/test", ["missing/test", "gsm8k/test"]))
 
     def last_line(dataset: str) -> str:

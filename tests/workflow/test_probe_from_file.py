@@ -51,7 +51,8 @@ def test_the_subsets_are_chosen_by_the_imported_rates_without_a_model(tmp_path):
                              "posterior_a", "posterior_b", "posterior_mean"]
     assert dict(zip(probe["id"], probe["n_correct"])) == SUCCESSES and (probe["k"] == 8).all()
     assert probe["greedy_correct"].is_null().all() and probe["tier"].to_list() == pool["tier"].cast(pl.Utf8).to_list()
-    imported = json.loads(pl.read_parquet_metadata(tmp_path / "results/probe/tiny/swaps.parquet")["hardex.probe"])["imported"]
+    metadata = pl.read_parquet_metadata(tmp_path / "results/probe/tiny/swaps.parquet")
+    imported = json.loads(metadata["hardex.probe"])["imported"]
     assert imported["sha256"] == hashlib.sha256((tmp_path / "rates.csv").read_bytes()).hexdigest()
     assert imported["note"] == "verl run 7, temperature 1.0" and imported["sources"] == ["verl"]
     samples = pl.read_parquet(tmp_path / "results/probe/tiny/swaps.samples.parquet")
@@ -86,8 +87,9 @@ def test_planning_refuses_ids_that_do_not_match_the_pool_and_writes_nothing(tmp_
     errors = [x for x in (res.stdout + res.stderr).splitlines() if x.startswith("hardex: config error")]
     assert res.returncode != 0
     assert errors == ["hardex: config error: tasks.swaps.probe.from: the pass rates do not match the pool: 11 of the "
-                      "pool's 40 ids are not in the file (swaps-pool-1-3, swaps-pool-1-30, swaps-pool-1-31, ...); 11 "
-                      "of the file's 40 ids are not in the pool (swaps-pool-9-3, swaps-pool-9-30, swaps-pool-9-31, ...)"]
+                      "pool's 40 ids are not in the file (swaps-pool-1-3, swaps-pool-1-30, swaps-pool-1-31, ...); "
+                      "11 of the file's 40 ids are not in the pool "
+                      "(swaps-pool-9-3, swaps-pool-9-30, swaps-pool-9-31, ...)"]
     assert not (tmp_path / "results").exists()
 
 

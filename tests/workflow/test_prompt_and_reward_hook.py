@@ -10,7 +10,7 @@ import yaml
 
 from hardex.reward_hook import trial_calls
 from tests.support import snakemake, write_config
-from tests.workflow.test_staleness import downstream, job, planned, runs  # noqa: F401 (downstream: a fixture)
+from tests.workflow.test_staleness import downstream, job, planned, runs  # noqa: F401 (downstream: a fixture, F811 where a test takes it)
 
 HOOK = '''import json
 
@@ -62,7 +62,7 @@ def test_a_bad_hook_or_template_is_refused_naming_the_key_and_a_good_one_plans(t
     assert "results/train/tiny/swaps/hard/seed0/steps.parquet" in res.stdout
 
 
-def test_a_system_prompt_reruns_probing_onward_and_the_base_evaluation(smoke_copy, downstream):
+def test_a_system_prompt_reruns_probing_onward_and_the_base_evaluation(smoke_copy, downstream):  # noqa: F811
     cfg = yaml.safe_load((smoke_copy / "config.yaml").read_text())
     write_config(smoke_copy, with_task_keys(cfg, system_prompt="Answer with a letter."))
     expected = ({job("probe"), job("evaluate_base")} | runs("select", "train", "evaluate_run")
@@ -76,7 +76,7 @@ def test_a_system_prompt_reruns_probing_onward_and_the_base_evaluation(smoke_cop
     assert ": probed " in probe_log and ": reused " not in probe_log
 
 
-def test_a_hook_reruns_the_runs_it_pays_and_an_edit_of_its_file_trains_again(smoke_copy, downstream):
+def test_a_hook_reruns_the_runs_it_pays_and_an_edit_of_its_file_trains_again(smoke_copy, downstream):  # noqa: F811
     hook = smoke_copy / "hooks" / "bob.py"
     hook.parent.mkdir()
     hook.write_text(HOOK)

@@ -58,7 +58,8 @@ def test_the_report_opens_with_the_headline_and_the_run_ends_by_printing_it(smok
     headline = (smoke_run / "results/tables/headline.md").read_text()
     assert headline.startswith("## Headline: which strategy gained how much beyond form\n\n**tiny on swaps: ")
     # the answer, then the compact table, then the full reading and the definitions
-    answer, table, rest = headline.index("**tiny on swaps"), headline.index("| model |"), headline.rindex("tiny on swaps: ")
+    answer, table = headline.index("**tiny on swaps"), headline.index("| model |")
+    rest = headline.rindex("tiny on swaps: ")
     assert answer < table and "| verdict |" in headline and "| behind_best |" not in headline
     assert headline.index("learnable_pct: the share") > table
     # the run ends by printing the answer and its table, which fit one screen, and says where the rest is
@@ -82,7 +83,8 @@ def test_compute_table_counts_every_model_job(smoke_run):
     table = pl.read_csv(smoke_run / "results/tables/compute.csv")
     jobs = dict(zip(table["stage"], table["jobs"]))
     assert jobs == {"build_model": 1, "probe": len(cfg["tasks"]), "train": runs,
-                    "evaluate_base": len(cfg["tasks"]), "evaluate_run": runs, "all": 1 + 2 * len(cfg["tasks"]) + 2 * runs}
+                    "evaluate_base": len(cfg["tasks"]), "evaluate_run": runs,
+                    "all": 1 + 2 * len(cfg["tasks"]) + 2 * runs}
     assert (table["wall_min"] > 0).all() and (table["peak_rss_gib"] > 0.1).all()  # a torch job holds > 100 MiB
     assert "Compute per stage" in (smoke_run / "results/tables/compute.md").read_text()
 
@@ -172,7 +174,8 @@ def test_rollout_budget_charges_the_probe_to_the_strategies_that_read_it(smoke_r
     row = {s: r for s, r in zip(table["strategy"], table.iter_rows(named=True))}
     assert set(row) == {"hard", "easy", "random", "hard_online", "hard_random_reward", "hard_format"}
     for strategy in ("hard", "easy", "hard_online", "hard_random_reward", "hard_format"):
-        assert row[strategy]["probe_rollouts"] == probe["k"].sum() and row[strategy]["probe_tokens"] == probe["tokens"].sum()
+        assert row[strategy]["probe_rollouts"] == probe["k"].sum()
+        assert row[strategy]["probe_tokens"] == probe["tokens"].sum()
     assert row["random"]["probe_rollouts"] == 0 and row["random"]["probe_tokens"] == 0
     g = cfg["grpo"]
     per_run = g["max_steps"] * g["prompts_per_step"] * g["num_generations"]

@@ -18,7 +18,7 @@ def planned_runs(workdir, *targets) -> set[tuple[str, str]]:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     jobs, rule = set(), None
     for line in res.stdout.splitlines():
-        m = re.match(r"^(?:local)?rule (\w+):$", line.strip()) or re.match(r"^(?:local)?checkpoint (\w+):$", line.strip())
+        m = re.match(r"^(?:local)?(?:rule|checkpoint) (\w+):$", line.strip())
         if m:
             rule = m.group(1)
         m = re.match(r"^wildcards: (.*)$", line.strip())

@@ -128,8 +128,8 @@ def test_a_rebuilt_model_reuses_no_probe_chunk_and_no_checkpoint(finished):
     were once keyed by that path: the probe reused the old model's chunks and every run 'resumed' at its
     last checkpoint, training nothing, while the base evaluation used the new model."""
     edit(finished, lambda c: c["models"]["tiny"]["build"]["warmstart"].update(learning_rate=4e-3))
-    res = snakemake(finished, "--cores", "2", *[f"results/train/tiny/swaps/{s}/seed0/steps.parquet" for s in STRATEGIES],
-                    forked=True)
+    res = snakemake(finished, "--cores", "2",
+                    *[f"results/train/tiny/swaps/{s}/seed0/steps.parquet" for s in STRATEGIES], forked=True)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     probe_log = (finished / "logs/probe/tiny/swaps.log").read_text()
     assert ": probed " in probe_log and ": reused " not in probe_log

@@ -241,7 +241,8 @@ class HFGenerator:
         return [self.tokenizer.batch_decode(rows, skip_special_tokens=True) for rows in ids]
 
     def generate_with_greedy(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0,
-                             desc: str = "generate", keys: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
+                             desc: str = "generate",
+                             keys: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
         """(`generate`'s n samples of each prompt, each prompt's greedy completion), decoded in the same batches: a
         prompt's one prefill serves its samples and its greedy row (an evaluation's two passes were two prefills).
         The samples are those `generate` gives, the greedy completions those of temperature 0, up to rounding."""

@@ -11,8 +11,9 @@ layers (RMSNorm, rotary embedding by the model's own rotary module, grouped-quer
 CPU unless told to decode by transformers' forward (`decode="dynamic"`, config `generation.decode: dynamic`).
 
 The lean step's logits equal transformers' forward's over the same cache bit for bit
-(tests/unit/test_lean_step.py). A merged adapter rounds W + scale * B @ A once to the weights' dtype instead of adding the adapter's product to the base layer's output,
-so samples can differ where a CDF boundary falls within that rounding (pass rates against the unmerged path:
+(tests/unit/test_lean_step.py). A merged adapter rounds W + scale * B @ A once to the weights' dtype instead of
+adding the adapter's product to the base layer's output, so samples can differ where a CDF boundary falls within
+that rounding (pass rates against the unmerged path:
 docs/performance.md, "The lean decode step"). Sampling is in eval mode: LoRA dropout is not applied.
 """
 

@@ -349,7 +349,8 @@ class VLLMGenerator:
         return [[c.text for c in cs] for cs in self._completions(prompts, n, sampling, seed, keys, first_sample)]
 
     def generate_with_greedy(self, prompts: list[str], n: int, sampling: Sampling, seed: int = 0,
-                             desc: str = "generate", keys: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
+                             desc: str = "generate",
+                             keys: list[str] | None = None) -> tuple[list[list[str]], list[str]]:
         """(`generate`'s n samples of each prompt, its greedy completion): two requests, as an evaluation made before
         HFGenerator decoded both in one batch (vLLM schedules its own batches)."""
         samples = self.generate(prompts, n, sampling, seed, desc, keys)

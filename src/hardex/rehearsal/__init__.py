@@ -201,7 +201,8 @@ def rehearsal_config(source: dict[str, Any], of: str, samples: Path, base: Path 
     # K probe samples under seeded rewards can leave the hardest or easiest subset unmixed by chance, where
     # the real model might not; its training rollouts, drawn afresh, mix (hardex.learnability's check runs)
     sel = cfg.setdefault("selection", {})
-    sel["allow_unlearnable"] = [*(sel.get("strategies") or []), *(str(RunName(s, online=True)) for s in sel.get("online_strategies") or [])]
+    online = [str(RunName(s, online=True)) for s in sel.get("online_strategies") or []]
+    sel["allow_unlearnable"] = [*(sel.get("strategies") or []), *online]
     compute = cfg.setdefault("compute", {})
     # on this CPU, sized as the stand-ins are (size_b still says what the real model is, for the report)
     compute.update(gpu=0, gpu_memory_gb=None, mem_mb_per_b=0, runtime_min_per_b=0)
@@ -231,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", type=Path, help="the config to rehearse, e.g. experiments/hard_examples_paper.yaml")
     parser.add_argument("--dir", type=Path, help="where the rehearsal runs (default rehearsals/<config name>)")
     parser.add_argument("--quick", action="store_true",
-                        help="train only the first strategy, on one model of each class (every task and setting still runs)")
+                        help="train only the first strategy, on one model of each class "
+                             "(every task and setting still runs)")
     parser.add_argument("--snakefile", type=Path, help="the workflow's Snakefile (default: ./Snakefile)")
     parser.add_argument("--no-forkserver", dest="forkserver", action="store_false",
                         help="run every job in a fresh interpreter (by default jobs fork from one process that "

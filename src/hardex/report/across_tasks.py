@@ -62,7 +62,8 @@ def across_tasks_table(headline: pl.DataFrame, probes: pl.DataFrame, metrics: Se
             for r in cell.iter_rows(named=True):
                 interval = ("" if r["gain_ci_low"] is None or r["gain_ci_low"] != r["gain_ci_low"]
                             else f" [{r['gain_ci_low']:+.1f}, {r['gain_ci_high']:+.1f}]")
-                row[r["strategy"]] = f"{r['gain']:+.1f}{interval} {r['verdict']} ({r['n_seeds']} seed{'s' if r['n_seeds'] != 1 else ''})"
+                seeds = f"{r['n_seeds']} seed{'s' if r['n_seeds'] != 1 else ''}"
+                row[r["strategy"]] = f"{r['gain']:+.1f}{interval} {r['verdict']} ({seeds})"
             rows.append(row)
     schema = {"metric": pl.Utf8, "model": pl.Utf8, "task": pl.Utf8, **{s: pl.Utf8 for s in strategies}}
     table = pl.DataFrame(rows, schema=schema)
@@ -152,7 +153,8 @@ def contrast_meta_analysis(pairwise: pl.DataFrame, probes: pl.DataFrame, metrics
         per_task = per_task.with_columns(pl.lit(metric).alias("metric"))
         # a contrast whose seeds agree to rounding has no weight to give (1 / se² is infinite)
         usable = per_task.filter(pl.col("se").is_finite() & (pl.col("se") > 1e-9))
-        pooled_row = {"metric": metric, "model": "all", "task": "random effects", "n_seeds": int(usable["n_seeds"].sum())}
+        pooled_row = {"metric": metric, "model": "all", "task": "random effects",
+                      "n_seeds": int(usable["n_seeds"].sum())}
         if usable.height:
             fit = random_effects(usable["difference"], usable["se"], level)
             pooled_row |= {"difference": fit["pooled"], "ci_low": fit["ci_low"], "ci_high": fit["ci_high"],

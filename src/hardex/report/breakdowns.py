@@ -63,7 +63,8 @@ def base_split_table(gains: pl.DataFrame, subsets: pl.DataFrame | None = None) -
     cols = ["model", "task", "strategy", "n_seeds", "base_accuracy", "final_accuracy", "gain",
             "gain_ci_low", "gain_ci_high"]
     if sub.height == 0:
-        return pl.DataFrame(schema={c: gains.schema[c] for c in cols} | {"n_train": pl.Int64, "vs_base_right_pct": pl.Float64})
+        return pl.DataFrame(schema={c: gains.schema[c] for c in cols}
+                            | {"n_train": pl.Int64, "vs_base_right_pct": pl.Float64})
     sub = sub.select(cols)
     if subsets is not None and subsets.height:
         sizes = subsets.group_by([*CELL_KEYS, "seed"]).agg(pl.len().alias("n_train")) \
@@ -104,16 +105,18 @@ def tier_table(res: Results) -> pl.DataFrame:
     parts = []
     for (model, task, bench), grp in base_per_question(res.base).group_by(key, maintain_order=True):
         t = accuracy_by_tier(grp.with_columns(pl.lit(0).alias("step")))
-        parts.append(t.select(pl.lit(model).alias("model"), pl.lit(task).alias("task"), pl.lit(bench).alias("benchmark"),
-                              "tier", "n_examples", pl.lit("base").alias("strategy"), "accuracy"))
+        parts.append(t.select(pl.lit(model).alias("model"), pl.lit(task).alias("task"),
+                              pl.lit(bench).alias("benchmark"), "tier", "n_examples", pl.lit("base").alias("strategy"),
+                              "accuracy"))
     for (model, task, strategy, bench), grp in res.runs.group_by(["model", "task", "strategy", "benchmark"],
                                                                   maintain_order=True):
         last = grp.join(grp.group_by("seed").agg(pl.col("step").max().alias("_last")), on="seed") \
             .filter(pl.col("step") == pl.col("_last"))
         t = pl.concat([accuracy_by_tier(g) for _, g in last.group_by("seed")])
         t = t.group_by("tier").agg(pl.col("accuracy").mean(), pl.col("n_examples").max())
-        parts.append(t.select(pl.lit(model).alias("model"), pl.lit(task).alias("task"), pl.lit(bench).alias("benchmark"),
-                              "tier", "n_examples", pl.lit(strategy).alias("strategy"), "accuracy"))
+        parts.append(t.select(pl.lit(model).alias("model"), pl.lit(task).alias("task"),
+                              pl.lit(bench).alias("benchmark"), "tier", "n_examples",
+                              pl.lit(strategy).alias("strategy"), "accuracy"))
     long = pl.concat(parts, how="vertical_relaxed") if parts else pl.DataFrame()
     if long.height == 0:
         return pl.DataFrame(schema={"model": pl.Utf8, "task": pl.Utf8, "benchmark": pl.Utf8, "tier": pl.Utf8,

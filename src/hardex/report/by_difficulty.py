@@ -122,8 +122,9 @@ def gain_by_difficulty(res: Results, metrics: Sequence[str] = ("sampled",), leve
 def gain_by_difficulty_note(level: float, n_boot: int) -> str:
     """The gain_by_difficulty table's note."""
     pct = f"{round(100 * level)} %"
-    return (f"Test questions of each task's first benchmark binned by the base model's own pass rate on them ({', '.join(BINS)}): "
-            f"each question's base samples, pooled over every seed's base evaluation, split at random in two, one "
+    return (f"Test questions of each task's first benchmark binned by the base model's own pass rate on them "
+            f"({', '.join(BINS)}): each question's base samples, pooled over every seed's base evaluation, split at "
+            f"random in two, one "
             f"half placing it in its bin and the other giving the base model's accuracy there (base_accuracy, %), "
             f"so that a bin is not flattered by the luck that put a question in it. accuracy: each strategy's final "
             f"checkpoint on the bin's questions (%, mean over seeds); gain = accuracy - base_accuracy in points, "

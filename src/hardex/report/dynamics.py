@@ -34,7 +34,9 @@ def recorded(steps: pl.DataFrame) -> list[str]:
 
 
 def _with_mixed(steps: pl.DataFrame) -> pl.DataFrame:
-    return steps.with_columns((1 - pl.col("frac_zero_std")).alias("mixed")) if "frac_zero_std" in steps.columns else steps
+    if "frac_zero_std" not in steps.columns:
+        return steps
+    return steps.with_columns((1 - pl.col("frac_zero_std")).alias("mixed"))
 
 
 def dynamics_by_step(steps: pl.DataFrame) -> pl.DataFrame:
@@ -45,7 +47,8 @@ def dynamics_by_step(steps: pl.DataFrame) -> pl.DataFrame:
     for source in recorded(steps):
         name, _, scale = QUANTITIES[source]
         value = scale * pl.col(source)
-        parts.append(steps.group_by(KEYS).agg(pl.lit(name).alias("quantity"), pl.col("seed").n_unique().alias("n_seeds"),
+        parts.append(steps.group_by(KEYS).agg(pl.lit(name).alias("quantity"),
+                                              pl.col("seed").n_unique().alias("n_seeds"),
                                               value.mean().alias("mean"), value.min().alias("low"),
                                               value.max().alias("high")))
     schema = {"model": pl.Utf8, "task": pl.Utf8, "strategy": pl.Utf8, "step": pl.Int64, "quantity": pl.Utf8,

@@ -123,8 +123,8 @@ def across_tasks(src: Sources, paths: Sequence[str | Path]) -> list[Path]:
 # figure name (the file's stem in results/figures/) -> the function that draws it
 FIGURES: dict[str, Callable[[Sources, Sequence[str | Path]], list[Path]]] = {
     f.__name__: f for f in (accuracy_curves, tier_curves, learnable_vs_gain, pool_pass_rates, capacity,
-                            zero_std_share, gain_vs_compute, pass_at_k, gain_curve, training_dynamics, gain_by_difficulty,
-                            across_tasks)}
+                            zero_std_share, gain_vs_compute, pass_at_k, gain_curve, training_dynamics,
+                            gain_by_difficulty, across_tasks)}
 
 
 def draw_figures(paths: Sequence[str | Path], inputs: Mapping[str, Any], params: Mapping[str, Any],

@@ -120,7 +120,8 @@ def learnable_table(summary: pl.DataFrame, level: float = 0.95) -> pl.DataFrame:
         v = grp["learnable_pct"].to_numpy()
         lo, hi = t_interval(v, level)
         rows.append({"model": model, "task": task, "strategy": strategy, "n_seeds": grp.height,
-                     "n_steps": int(grp["n_steps"].max()), "learnable_pct": float(np.nanmean(v)) if v.size else math.nan,
+                     "n_steps": int(grp["n_steps"].max()),
+                     "learnable_pct": float(np.nanmean(v)) if v.size else math.nan,
                      "learnable_ci_low": lo, "learnable_ci_high": hi})
     return in_paper_order(pl.DataFrame(rows), CELL_KEYS)
 

@@ -66,7 +66,8 @@ def verdict(row: dict) -> str:
     """A row's finding in words, from its intervals; one seed says so."""
     gain = interval_sign(row["gain_ci_low"], row["gain_ci_high"])
     if row["n_seeds"] == 1:
-        words = {1: f"{ONE_SEED}: gain over these questions, not across training runs", 0: f"{ONE_SEED}: gain not shown",
+        words = {1: f"{ONE_SEED}: gain over these questions, not across training runs",
+                 0: f"{ONE_SEED}: gain not shown",
                  -1: f"{ONE_SEED}: loss over these questions, not across training runs"}[gain]
         return words + (f"; {_untrained(row)}" if gain > 0 and _untrained(row) else "")
     if gain < 0:
@@ -182,7 +183,8 @@ def _sentence(model: str, task: str, best: str, rows: list[dict]) -> str:
     text += _beyond(top) or ", with no control run to separate form"
     others = [r for r in rows if r["strategy"] != best and r["behind_best"] is not None]
     if others:
-        leads = ", ".join(f"{r['strategy']} by {_pm(r['behind_best'], r['behind_best_ci_low'], r['behind_best_ci_high'])}"
+        leads = ", ".join(f"{r['strategy']} by "
+                          f"{_pm(r['behind_best'], r['behind_best_ci_low'], r['behind_best_ci_high'])}"
                           for r in others)
         ahead = [r["strategy"] for r in others
                  if (r["behind_best_verdict"] or "").startswith(DIFFERS) and r["behind_best"] > 0]
@@ -213,7 +215,8 @@ def fresh_headline(path, since: float) -> str | None:
     lines = path.read_text().splitlines()
     end = max((i for i, line in enumerate(lines) if line.startswith("|")), default=len(lines) - 1)
     # the answer and its table: one screen; the full reading and the definitions stay in the file
-    return f"hardex: {path}\n\n" + "\n".join(lines[:end + 1]) + f"\n\n(the full reading and what each column means: {path})\n"
+    return (f"hardex: {path}\n\n" + "\n".join(lines[:end + 1])
+            + f"\n\n(the full reading and what each column means: {path})\n")
 
 
 def answer_lines(headline: pl.DataFrame, metric: str) -> list[str]:

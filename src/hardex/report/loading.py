@@ -95,7 +95,8 @@ def load_results(
     runs = [_with_keys(read_parquet(f, columns=[c for c in [*OUTCOME_COLUMNS, "greedy_correct"] if c in have]), k)
             for f, k in run_keys for have in [parquet_columns(f)]]
     # the base model is evaluated once per run seed (column seed), with that seed's evaluation noise
-    bases = [_with_keys(read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS, "greedy_correct"] if c in have]), k)
+    bases = [_with_keys(read_parquet(f, columns=[c for c in ["seed", *OUTCOME_COLUMNS, "greedy_correct"]
+                                                 if c in have]), k)
              for f, k in base_keys for have in [parquet_columns(f)]]
     if not runs or not bases:
         raise AnalysisError("no evaluation results to analyse (need run and base evaluation files)")
@@ -126,7 +127,8 @@ def load_steps(steps_files: Iterable[str | Path]) -> pl.DataFrame:
     return pl.concat(steps, how="diagonal_relaxed")
 
 
-def load_pool(probe_files: Iterable[str | Path], subset_files: Iterable[str | Path]) -> tuple[pl.DataFrame, pl.DataFrame]:
+def load_pool(probe_files: Iterable[str | Path],
+              subset_files: Iterable[str | Path]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(probe tables with model, task; subsets with model, task, strategy, seed) from the standard layout."""
     # tokens: what the probe generated per example (tables probed before it was recorded lack it)
     probes = [_with_keys(read_parquet(f, columns=[c for c in ("id", "k", "pass_rate", "tokens") if c in have]),
@@ -137,7 +139,8 @@ def load_pool(probe_files: Iterable[str | Path], subset_files: Iterable[str | Pa
         raise AnalysisError("no probe tables to analyse")
     empty_subsets = pl.DataFrame(schema={"id": pl.Utf8, "pass_rate": pl.Float64, "model": pl.Utf8,
                                          "task": pl.Utf8, "strategy": pl.Utf8, "seed": pl.Int64})
-    return pl.concat(probes, how="diagonal_relaxed"), (pl.concat(subsets, how="diagonal_relaxed") if subsets else empty_subsets)
+    return (pl.concat(probes, how="diagonal_relaxed"),
+            pl.concat(subsets, how="diagonal_relaxed") if subsets else empty_subsets)
 
 
 def load_overlaps(files: Iterable[str | Path]) -> pl.DataFrame:

@@ -51,8 +51,8 @@ def look(summary: pl.DataFrame, design: Design, deciding: Sequence[tuple[str, st
     verdict of each deciding comparison in each model x task cell (the data up to this look's seeds only;
     a family per cell, as the pairwise table's), and the runs each cell gives the next batch."""
     n = design.looks[look_index - 1]
-    gain = {(m, t, s, sd): g for m, t, s, sd, g in summary.select("model", "task", "strategy", "seed", "gain").iter_rows()
-            if sd < n}
+    gain = {(m, t, s, sd): g
+            for m, t, s, sd, g in summary.select("model", "task", "strategy", "seed", "gain").iter_rows() if sd < n}
     verdicts, needs = [], {}
     for model, task in cells:
         pairs = {f"{a} vs {b}": (a, b) for a, b in deciding}

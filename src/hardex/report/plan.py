@@ -177,7 +177,8 @@ def stats(cfg: dict) -> dict[str, Any]:
 
 
 def group_sizes(cfg: dict) -> dict[str, int]:
-    """Group size G (grpo.num_generations) per model: the learnable % a subset should give is predicted from the probe with it."""
+    """Group size G (grpo.num_generations) per model: the learnable % a subset should give is predicted from the
+    probe with it."""
     return {m: grpo_settings(cfg, m)["num_generations"] for m in cfg["models"]}
 
 

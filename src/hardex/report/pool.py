@@ -112,8 +112,8 @@ EXPECTED_LEARNABLE_NOTE = (
     "expected_learnable_pct_posterior: the same from each example's Beta posterior given "
     "its k of K under a prior fitted to the pool's counts (hardex.posterior), which corrects "
     "part of that selection bias, not all of it (on a pool the model sometimes solves, 0 "
-    "of K is not never): compare both with learnable_pct. Both predict the base model's groups; training moves the policy away from it, "
-    "so the measured learnable % drifts from them as it learns.")
+    "of K is not never): compare both with learnable_pct. Both predict the base model's groups; "
+    "training moves the policy away from it, so the measured learnable % drifts from them as it learns.")
 
 
 def subsets_note(subsets_table: pl.DataFrame, expected: bool) -> str:

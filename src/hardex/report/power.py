@@ -38,16 +38,15 @@ def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, 
     """How many seeds a comparison needs: per model x task, every pair of strategies (final in-distribution
     accuracy, paired by seed) and every strategy against the base model (its gain, against zero).
 
-    kind: "control" for a strategy against its control or its online run (`RunName`), listed first; "base" for the gain; "pair" for the rest. difference: mean over the
-    seeds both ran of strategy minus versus (points); difference_sd: its standard deviation over those
-    seeds. The spread the power analysis uses is `pooled_sd`, pooled over the model x task's comparisons
-    of the same sort (two runs against each other, kinds control and pair; or a gain, kind base), each
-    weighted by its degrees of freedom (`pooled_sd`): a standard deviation from 3 or 4 seeds is too rough
-    to plan on alone, and a comparison whose seeds happened to agree would otherwise read as settled in 2
-    seeds. effect_size = difference / pooled_sd; seeds_needed: the fewest seeds at which a paired t-test
-    at two-sided level `alpha` tells that difference from zero with probability `power`
-    (`statistics.seeds_needed`), ">max_seeds" beyond it (not resolvable at this design, which does not
-    make the two the same), "not estimable" with one seed.
+    kind: "control" for a strategy against its control or its online run (`RunName`), listed first; "base" for the gain;
+    "pair" for the rest. difference: mean over the seeds both ran of strategy minus versus (points); difference_sd: its
+    standard deviation over those seeds. The spread the power analysis uses is `pooled_sd`, pooled over the model x
+    task's comparisons of the same sort (two runs against each other, kinds control and pair; or a gain, kind base),
+    each weighted by its degrees of freedom (`pooled_sd`): a standard deviation from 3 or 4 seeds is too rough to plan
+    on alone, and a comparison whose seeds happened to agree would otherwise read as settled in 2 seeds. effect_size =
+    difference / pooled_sd; seeds_needed: the fewest seeds at which a paired t-test at two-sided level `alpha` tells
+    that difference from zero with probability `power` (`statistics.seeds_needed`), ">max_seeds" beyond it (not
+    resolvable at this design, which does not make the two the same), "not estimable" with one seed.
     """
     rows = []
     for (model, task), cell in summary.group_by(["model", "task"], maintain_order=True):
@@ -70,7 +69,8 @@ def power_table(summary: pl.DataFrame, power: float = 0.8, alpha: float = 0.05, 
                         "n_seeds": int(v.size), "difference": float(v.mean()) if v.size else math.nan,
                         "difference_sd": float(v.std(ddof=1)) if v.size > 1 else math.nan})
         pooled = {sort: pooled_sd([r["difference_sd"] for r in own if (r["kind"] == "base") == sort],
-                                  [r["n_seeds"] for r in own if (r["kind"] == "base") == sort]) for sort in (False, True)}
+                                  [r["n_seeds"] for r in own if (r["kind"] == "base") == sort])
+                  for sort in (False, True)}
         for r in own:
             sd = pooled[r["kind"] == "base"]
             if r["n_seeds"] < 2:

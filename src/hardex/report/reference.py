@@ -45,8 +45,9 @@ def load_reference(reference: str | Path | None) -> pl.DataFrame | None:
 def reference_curves(ref: pl.DataFrame) -> pl.DataFrame:
     """Published accuracy (%) per checkpoint step, long form, with the base accuracy as step 0."""
     steps = sorted(int(c.rsplit("_", 1)[1]) for c in ref.columns if c.startswith("accuracy_step_"))
-    parts = [ref.select("task", "model", "strategy", pl.lit(0).alias("step"), pl.col("base_accuracy").alias("accuracy"))] \
-        if "base_accuracy" in ref.columns else []
+    parts = ([ref.select("task", "model", "strategy", pl.lit(0).alias("step"),
+                         pl.col("base_accuracy").alias("accuracy"))]
+             if "base_accuracy" in ref.columns else [])
     parts += [ref.select("task", "model", "strategy", pl.lit(s).alias("step"),
                          pl.col(f"accuracy_step_{s}").alias("accuracy")) for s in steps]
     if not parts:

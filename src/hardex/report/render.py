@@ -46,7 +46,8 @@ def _display(df: pl.DataFrame, decimals: int) -> tuple[list[str], list[list[str]
             hi = c.replace("_ci_low", "_ci_high")
             skip.add(hi)
             header.append(c.replace("_ci_low", " CI"))
-            getters.append(lambda r, lo=c, hi=hi: "–" if r[lo] is None or (isinstance(r[lo], float) and math.isnan(r[lo]))
+            getters.append(lambda r, lo=c, hi=hi: "–"
+                           if r[lo] is None or (isinstance(r[lo], float) and math.isnan(r[lo]))
                            else f"[{_fmt(r[lo], decimals)}, {_fmt(r[hi], decimals)}]")
         else:
             header.append(c)

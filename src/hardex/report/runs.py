@@ -77,8 +77,8 @@ def run_summary(res: Results) -> pl.DataFrame:
         base_acc, final_acc = mean_accuracy(base), mean_accuracy(run.filter(pl.col("step") == final_step))
         rows.append({"model": model, "task": task, "strategy": strategy, "seed": seed, "benchmark": bench,
                      "final_step": final_step, "base_accuracy": 100 * base_acc, "final_accuracy": 100 * final_acc,
-                     "gain": 100 * (final_acc - base_acc), "learnable_pct": learnable_pct(steps) if steps.height else math.nan,
-                     "n_steps": steps.height})
+                     "gain": 100 * (final_acc - base_acc),
+                     "learnable_pct": learnable_pct(steps) if steps.height else math.nan, "n_steps": steps.height})
     return in_paper_order(pl.DataFrame(rows), RUN_KEYS)
 
 

@@ -220,14 +220,14 @@ def pooled_base(base: pl.DataFrame) -> pl.DataFrame:
 
 def pass_at_k_table(res: Results, level: float = 0.95, n_boot: int = NULL_BOOTSTRAP, seed: int = 0) -> pl.DataFrame:
     """Per model x task, on the task's first benchmark: the base model's row (strategy "base") and each
-    strategy's final checkpoint: n_samples per question, greedy accuracy (%, where stored), pass@k (%) for
-    k = 1, 2, 4, ... up to the base's samples (a strategy's columns beyond its own samples are empty), and
-    beyond_base_pct: the % of questions the final checkpoint solves in at least one of its samples that the
-    base never solved in any of its samples, pooled over every seed's base evaluation (base_samples of them). Beside it the sharpening null (see the module
-    docstring): its predicted beyond_base_pct, beyond_sharpening (observed minus predicted) with its `level`
-    interval (t over seeds; with one seed a bootstrap over questions, `n_boot` resamples from `seed`) and
-    verdict, the fitted gamma and base Beta(a, b), and null_pass@k, its predicted pass@k (on the base row: the
-    fitted Beta's own, a check of the fit). Means over seeds."""
+    strategy's final checkpoint: n_samples per question, greedy accuracy (%, where stored), pass@k (%) for k = 1, 2, 4,
+    ... up to the base's samples (a strategy's columns beyond its own samples are empty), and beyond_base_pct: the % of
+    questions the final checkpoint solves in at least one of its samples that the base never solved in any of its
+    samples, pooled over every seed's base evaluation (base_samples of them). Beside it the sharpening null (see the
+    module docstring): its predicted beyond_base_pct, beyond_sharpening (observed minus predicted) with its `level`
+    interval (t over seeds; with one seed a bootstrap over questions, `n_boot` resamples from `seed`) and verdict, the
+    fitted gamma and base Beta(a, b), and null_pass@k, its predicted pass@k (on the base row: the fitted Beta's own, a
+    check of the fit). Means over seeds."""
     rows = []
     for (model, task), base_all in res.base.group_by(["model", "task"], maintain_order=True):
         bench = res.in_distribution(task)
@@ -304,10 +304,12 @@ def pass_at_k_note(level: float = 0.95, n_boot: int = NULL_BOOTSTRAP) -> str:
     return (
         "On each task's first benchmark: pass@k in % (unbiased estimator, mean over questions, then over seeds) of "
         "the base model, with k = 1, 2, 4, ... up to its samples per question (n_samples: evaluation.base_pass_k "
-        "where set, times its seeds' evaluations: they are pooled, base_samples), and of each strategy's final checkpoint with its own samples (columns beyond them empty). "
+        "where set, times its seeds' evaluations: they are pooled, base_samples), and of each strategy's final "
+        "checkpoint with its own samples (columns beyond them empty). "
         "greedy: accuracy in % of one greedy completion per question (evaluation.greedy; empty without it). "
         "beyond_base_pct: % of questions the final checkpoint solves at least once in its n_samples that the base "
-        "never solved in any of its base_samples (every seed's base evaluation of the question pooled). Sharpening alone does not leave this near 0: a question with a "
+        "never solved in any of its base_samples (every seed's base evaluation of the question pooled). "
+        "Sharpening alone does not leave this near 0: a question with a "
         "small pass rate often shows 0 of the base's samples, and a sharpened policy then solves it. So beside it "
         "stands a sharpening null, per seed: the base's pass rate p ~ Beta(base_a, base_b), fitted to the base's "
         "pooled per-question counts (beta-binomial maximum likelihood), and the trained model's pass rate p^gamma, "

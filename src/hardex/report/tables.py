@@ -289,7 +289,8 @@ def build_tables(res: Results, probes: pl.DataFrame, subsets: pl.DataFrame, leve
                  ) -> dict[str, Built]:
     """Every table of the report as {name: (frame, note)}; published columns added when `ref` is given; the
     headline's entry has a third element, how it is written (`render.write_table`'s columns and footnote: its
-    note is the answer, its footnote the full reading and the definitions); the learnable % expected from the probe beside the measured one when `group_sizes` (model -> G) is;
+    note is the answer, its footnote the full reading and the definitions); the learnable % expected from the
+    probe beside the measured one when `group_sizes` (model -> G) is;
     `margin`: report.equivalence_margin, in points, of the catch-up and pairwise tables' equivalence tests;
     `rescored`: the `rescored` table and its note (it reads the completions and the benchmarks' data);
     `power` is the config's report.power (power, alpha, max_seeds) for the power table; `metrics`

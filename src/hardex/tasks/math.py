@@ -126,7 +126,8 @@ class MATHTask(Task):
 
         per_subject = _per_subject(spec)
         sources = self.sources(spec)
-        split = spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")  # a filtered split keeps the ids of the whole
+        # a filtered split keeps the ids of the whole
+        split = spec.get("split") or (Path(spec["file"]).stem if spec.get("file") else "train")
         prefix = spec.get("id_prefix") or f"math-{split}"
 
         records, wheres, origin = [], [], ""

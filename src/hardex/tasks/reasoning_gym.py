@@ -295,8 +295,9 @@ def draw(dataset, task: str, idx: int) -> dict[str, Any]:
     try:
         return dataset[idx]
     except _Timeout:
+        settings = json.dumps(dataclasses.asdict(dataset.config), default=str)
         raise DataError(f"reasoning-gym's {task} generator did not return an item within {ITEM_SECONDS:g} s at these "
-                        f"settings ({json.dumps(dataclasses.asdict(dataset.config), default=str)}); choose others") from None
+                        f"settings ({settings}); choose others") from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -313,8 +314,8 @@ def _check_stored(dataset, task: str, entry: dict[str, Any], stored: str) -> Non
     JSON (tuples or objects a verifier compares by type) would score every answer otherwise, so it is refused."""
     gold = None if entry["answer"] is None else str(entry["answer"])
     if dataset.score_answer(gold, entry) != dataset.score_answer(gold, entry_of(stored)):
-        raise DataError(f"reasoning-gym's {task}: its verifier scores the entry stored as JSON otherwise than the one it "
-                        f"generated (its metadata holds what JSON does not keep), so hardex cannot score this task")
+        raise DataError(f"reasoning-gym's {task}: its verifier scores the entry stored as JSON otherwise than the one "
+                        f"it generated (its metadata holds what JSON does not keep), so hardex cannot score this task")
 
 
 def entry_of(reference_text: str) -> dict[str, Any]:
@@ -523,7 +524,7 @@ def planning_error(datasets: dict[str, Any], tasks: dict[str, Any], spec_of) -> 
                 continue
             shared = [q for q, k in zip(made[ref]["question"], made[ref]["problem"]) if k in pool]
             if len(shared) > (tcfg.get("allow_overlap") or 0):
-                return (f"tasks.{task}.benchmarks[{i}]: {len(shared)} of {ref}'s problems are in the pool {tcfg['pool']} "
-                        f"(e.g. {shared[0][:80]!r}); give the two splits disjoint names (pool, test, ood) in one dataset, "
-                        f"or state the overlap: tasks.{task}.allow_overlap")
+                return (f"tasks.{task}.benchmarks[{i}]: {len(shared)} of {ref}'s problems are in the pool "
+                        f"{tcfg['pool']} (e.g. {shared[0][:80]!r}); give the two splits disjoint names (pool, test, "
+                        f"ood) in one dataset, or state the overlap: tasks.{task}.allow_overlap")
     return None

@@ -137,10 +137,12 @@ class ArithTask(_SyntheticTask):
         """The operations make_item may apply to `value`: small operands and values within 0..MAX_VALUE keep the
         arithmetic facts learnable by a tiny model."""
         return ([("+", k) for k in range(1, min(5, MAX_VALUE - value) + 1)]
-                + [("-", k) for k in range(1, min(5, value) + 1)] + ([("*", 2)] if 1 <= value <= MAX_VALUE // 2 else []))
+                + [("-", k) for k in range(1, min(5, value) + 1)]
+                + ([("*", 2)] if 1 <= value <= MAX_VALUE // 2 else []))
 
     def problem_key(self, question: str) -> str | None:
-        m = re.fullmatch(r"Start with (\d+)\.((?: (?:Add \d+|Subtract \d+|Double it)\.)*) What is the result\?", question)
+        m = re.fullmatch(r"Start with (\d+)\.((?: (?:Add \d+|Subtract \d+|Double it)\.)*) What is the result\?",
+                         question)
         if not m:
             return None
         ops = [("*", 2) if w == "Double it" else ("+" if w.startswith("Add") else "-", int(w.split()[-1]))

@@ -64,7 +64,8 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
             for j, task in enumerate(tasks):
                 ax = axes[i][j]
                 bench = benchmarks[task][0]
-                sub = curves.filter((pl.col("model") == model) & (pl.col("task") == task) & (pl.col("benchmark") == bench))
+                sub = curves.filter((pl.col("model") == model) & (pl.col("task") == task)
+                                    & (pl.col("benchmark") == bench))
                 ax.set_title(f"{model} · {task}  ({bench})")
                 ax.set_xlabel("training step (0 = base model)")
                 ax.set_ylabel("test accuracy (%)")
@@ -93,8 +94,8 @@ def plot_accuracy_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[st
                         ax.fill_between(agg["step"], agg["lo"], agg["hi"], color=c, alpha=0.15, lw=0)
                         used["range over seeds"] = Patch(color="0.5", alpha=0.3, label="range over seeds")
                     elif int(agg["k"].max()) > 1:
-                        ax.errorbar(agg["step"], agg["m"], yerr=[agg["m"] - agg["lo"], agg["hi"] - agg["m"]], fmt="none",
-                                    ecolor=c, elinewidth=1.0, capsize=3)
+                        ax.errorbar(agg["step"], agg["m"], yerr=[agg["m"] - agg["lo"], agg["hi"] - agg["m"]],
+                                    fmt="none", ecolor=c, elinewidth=1.0, capsize=3)
                         used["range over seeds"] = Line2D([], [], color="0.4", marker="|", ls="none", ms=10,
                                                           label="range over seeds")
                     used.setdefault(s, line)
@@ -137,7 +138,8 @@ def plot_tier_curves(curves: pl.DataFrame, benchmarks: dict[str, Sequence[str]],
         cols = min(len(tiers), 4)
         per_cell = math.ceil(len(tiers) / cols)
         fig, grid = plt.subplots(len(cells) * per_cell, cols, squeeze=False, layout="constrained",
-                                 figsize=(st["panel_width"] * 0.85 * cols, st["panel_height"] * 0.9 * len(cells) * per_cell + 0.9))
+                                 figsize=(st["panel_width"] * 0.85 * cols,
+                                          st["panel_height"] * 0.9 * len(cells) * per_cell + 0.9))
         used: dict[str, Any] = {}
         for i, (model, task) in enumerate(cells):
             bench = benchmarks[task][0]

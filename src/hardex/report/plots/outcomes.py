@@ -54,7 +54,8 @@ def regression_title(fit: dict[str, Any], level: int) -> str:
     return f"Learnable % against the gain: {r2}, {slope}, n = {fit['n']}: {shown}"
 
 
-def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path], style: dict | None = None) -> list[Path]:
+def plot_learnable_vs_gain(report: dict[str, Any], paths: Sequence[str | Path],
+                           style: dict | None = None) -> list[Path]:
     """Learnable % (x) against accuracy gain (y), one point per model x task x strategy (seeds averaged):
     colour = strategy, marker = model, the OLS fit with its confidence band, and R² and slope on the
     plot. `report` is `report.regression.regression_report`;
@@ -153,8 +154,9 @@ def plot_capacity(gains: pl.DataFrame, learnable: pl.DataFrame, capacity: dict[s
                     y = rows[value].to_numpy()
                     lo, hi = rows[f"{col}_ci_low"].to_numpy(), rows[f"{col}_ci_high"].to_numpy()
                     err = np.vstack([y - lo, hi - y])
-                    ax.errorbar(x, y, yerr=np.where(np.isfinite(err), err, 0), color=strategy_color(strategy, strategies),
-                                marker=MARKERS[k % len(MARKERS)], capsize=3, lw=1.5, label=strategy)
+                    ax.errorbar(x, y, yerr=np.where(np.isfinite(err), err, 0),
+                                color=strategy_color(strategy, strategies), marker=MARKERS[k % len(MARKERS)],
+                                capsize=3, lw=1.5, label=strategy)
                 if col == "gain":
                     ax.axhline(0, color="0.3", lw=0.8)
                 ax.set_xscale("log")
@@ -277,7 +279,8 @@ def plot_gain_by_difficulty(table: pl.DataFrame, paths: Sequence[str | Path], st
                     high = (own["base_accuracy"] + own["gain_ci_high"]).to_numpy()
                     ok = np.isfinite(low) & np.isfinite(high)
                     acc = own["accuracy"].to_numpy()
-                    ax.errorbar(np.asarray(xs)[ok], acc[ok], yerr=[np.maximum(acc - low, 0)[ok], np.maximum(high - acc, 0)[ok]],
+                    ax.errorbar(np.asarray(xs)[ok], acc[ok],
+                                yerr=[np.maximum(acc - low, 0)[ok], np.maximum(high - acc, 0)[ok]],
                                 fmt="none", ecolor=c, elinewidth=1.0, capsize=2, alpha=0.8)
                 ax.set_xticks(range(len(bins)), [f"{b}\n{n} q." for b, n in zip(base["bin"], base["n_questions"])])
                 ax.set_ylim(-3, 103)
