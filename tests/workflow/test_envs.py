@@ -96,6 +96,14 @@ def test_snakefmt_check_passes():
     assert res.returncode == 0, res.stderr[-2000:]
 
 
+def test_ruff_check_passes():
+    # the lint .ci/run runs before the suite (pyproject.toml's [tool.ruff]), here too so that the suite alone
+    # catches a tree it does not pass; no cache written into the checkout
+    res = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+
+
 def test_post_deploy_pins_lie_in_pyproject_ranges():
     # the GPU packages the post-deploy scripts install where a GPU answers (vllm, bitsandbytes, deepspeed)
     reqs = project_requirements()
