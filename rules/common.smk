@@ -29,6 +29,7 @@ from hardex.settings import (
     split_spec,
     trained_run_dirs,
     unlearnable_allowed,
+    warmstart_files,
 )
 from hardex.architectures import KEPT as ARCHITECTURES
 from hardex import job_resources, job_time, study_runs
@@ -136,7 +137,9 @@ def run_subset(wildcards):
 
 def strategy_setting(name):
     """A select job's param: setting `name` where its strategy reads it, else None (settings.select_settings)."""
-    return lambda wildcards: select_settings(config, wildcards.model, wildcards.task, wildcards.strategy)[name]
+    return lambda wildcards: select_settings(
+        config, wildcards.model, wildcards.task, wildcards.strategy
+    )[name]
 
 
 def pool_file(wildcards):
@@ -211,23 +214,9 @@ def base_benchmark_params(wildcards):
     return benchmark_settings(config, wildcards.task, base=True)
 
 
-def sft_files(wildcards):
-    return [
-        layout.data_file(r)
-        for r in config["models"][wildcards.model]["build"]["sft_from"]
-    ]
-
-
-def held_out_files(wildcards):
-    """Every other split of the warm-start datasets, to prove the warm-start data is disjoint."""
-    sft = config["models"][wildcards.model]["build"]["sft_from"]
-    datasets = sorted({ref.split("/", 1)[0] for ref in sft})
-    return [
-        layout.data_file(f"{d}/{s}")
-        for d in datasets
-        for s in config["datasets"][d]["splits"]
-        if f"{d}/{s}" not in sft
-    ]
+def warmstart(kind):
+    """A build job's input: its warm-start files (sft) or the splits proved disjoint from them (held_out)."""
+    return lambda wildcards: warmstart_files(config, wildcards.model)[kind]
 
 
 # ---- a sequential design (seeds: {first, batch, max}; hardex.study_runs, rules/sequential.smk) ----

@@ -1,8 +1,8 @@
 rule build_model:
     """Build the tiny Qwen3 and warm-start it on the sft splits (disjoint from pools and tests)."""
     input:
-        sft=sft_files,
-        held_out=held_out_files,
+        sft=warmstart("sft"),
+        held_out=warmstart("held_out"),
     output:
         directory(layout.MODEL),
     log:

@@ -153,6 +153,15 @@ def trained_run_dirs(cfg: dict, run_strategies: list[str], seeds: list[int],
     return runs
 
 
+def warmstart_files(cfg: dict, model: str) -> dict[str, list[str]]:
+    """A built model's warm-start data files (sft) and every other split of their datasets (held_out), which the
+    build job proves disjoint from them."""
+    sft = cfg["models"][model]["build"]["sft_from"]
+    datasets = sorted({ref.split("/", 1)[0] for ref in sft})
+    held_out = [f"{d}/{s}" for d in datasets for s in cfg["datasets"][d]["splits"] if f"{d}/{s}" not in sft]
+    return {"sft": [layout.data_file(r) for r in sft], "held_out": [layout.data_file(r) for r in held_out]}
+
+
 def model_tasks(cfg: dict, model: str) -> list[str]:
     """The tasks a model runs: its `tasks`, or every task."""
     return list(cfg["models"][model].get("tasks") or cfg["tasks"])
