@@ -122,16 +122,18 @@ def evaluate_checkpoints(generator, checkpoints: list[tuple[int, Path | None]], 
     an evaluate job's table. `render_for(task)` renders a task's prompts for the model. With a benchmark's
     `greedy`, its greedy completions are decoded once per checkpoint, beside the first seed's samples, and every
     seed's rows take them."""
+    # each benchmark's rows, task and renderer made once, not at every checkpoint and seed
+    tasks = [get_task(bench["family"], scoring, bench.get("prompt")) for bench in benchmarks]
+    loaded = [(bench, read_parquet(path).to_dicts(), task, render_for(task))
+              for bench, path, task in zip(benchmarks, paths, tasks)]
     frames, greedy = [], {}
     for step, folder in checkpoints:
         generator.use_checkpoint(folder)
         for run_seed in seeds:
             sampling_seed = evaluation_seed(eval_seed, run_seed)
-            for bench, path in zip(benchmarks, paths):
-                rows = read_parquet(path).to_dicts()
-                task = get_task(bench["family"], scoring, bench.get("prompt"))
+            for bench, rows, task, render in loaded:
                 first = bool(bench["decoding"].get("greedy")) and (step, bench["ref"]) not in greedy
-                out = evaluate_examples(generator, task, rows, render_for(task), bench["decoding"], step,
+                out = evaluate_examples(generator, task, rows, render, bench["decoding"], step,
                                         sampling_seed, run_seed, with_greedy=first)
                 if first:
                     greedy[step, bench["ref"]] = out.select("id", *GREEDY_COLUMNS)
